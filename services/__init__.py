@@ -1,0 +1,1 @@
+"""intentledger's services. They never import each other; they share only ``shared``."""

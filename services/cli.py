@@ -1,0 +1,76 @@
+"""``intentledger``: the one command line for people and scripts.
+
+Sub-commands stay thin: each parses its arguments and calls into a service's composition
+root or ``shared.infra``; no behaviour lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from shared.config import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="intentledger", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    infra = commands.add_parser("infra", help="local Kafka and PostgreSQL without Docker")
+    infra.add_argument("action", choices=["up", "down", "status"])
+    infra.add_argument("--purge", action="store_true", help="with down: delete data and logs")
+
+    commands.add_parser("migrate", help="apply every service's SQL migrations")
+
+    serve = commands.add_parser("serve", help="run one service in the foreground")
+    serve.add_argument("service", choices=["relay"])
+    serve.add_argument("--log-level", default="INFO")
+
+    commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
+
+    args = parser.parse_args(argv)
+    settings = Settings()
+    if args.command == "infra":
+        return _infra(settings, args.action, args.purge)
+    if args.command == "migrate":
+        from services.registry import migrate_all
+
+        for schema, applied in asyncio.run(migrate_all(settings)).items():
+            print(f"{schema}: {', '.join(applied) if applied else 'up to date'}")
+        return 0
+    if args.command == "serve":
+        from shared.logs import configure_logging
+
+        configure_logging(args.log_level, service=args.service)
+        from services.relay.main import run_relay
+
+        asyncio.run(run_relay(settings))
+        return 0
+    if args.command == "demo":
+        from services.demo import run_demo
+
+        return asyncio.run(run_demo(settings))
+    return 2
+
+
+def _infra(settings: Settings, action: str, purge: bool) -> int:
+    from shared import infra
+
+    try:
+        if action == "up":
+            endpoints = infra.up(settings)
+            print(f"kafka:    {endpoints.kafka_bootstrap}\npostgres: {endpoints.database_url}")
+        elif action == "down":
+            infra.down(settings, purge=purge)
+        else:
+            print(json.dumps(infra.status(settings), indent=2))
+    except infra.MissingDependency as missing:
+        print(f"intentledger: {missing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

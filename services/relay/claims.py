@@ -1,0 +1,100 @@
+"""The relay's SQL: finding work, claiming a shard, and recording what happened to each row.
+
+Per-key order across replicas: every row of one partition key lands in the same ``shard``
+(a generated column of the outbox). A worker publishes a shard only while it holds that
+shard's transaction-level advisory lock, and it marks a batch published before the lock is
+released, so no two workers ever publish rows of one key concurrently, and batches of a shard
+go out in ``position`` order. The rows themselves are still claimed ``FOR UPDATE SKIP LOCKED``.
+A crash loses the lock and the transaction together: the rows stay pending and are published
+again by whoever takes the shard next (at-least-once; consumers dedup by event id).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from shared.db.identifiers import checked_identifier
+
+
+async def outbox_schemas(conn: asyncpg.Connection) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT table_schema FROM information_schema.tables "
+        "WHERE table_name = 'outbox' AND table_type = 'BASE TABLE' ORDER BY table_schema"
+    )
+    return [row["table_schema"] for row in rows]
+
+
+async def shards_with_pending_rows(conn: asyncpg.Connection, schema: str) -> list[int]:
+    """A loose index scan over ``outbox_pending``: one probe per shard, whatever the backlog."""
+    schema = checked_identifier(schema)
+    rows = await conn.fetch(f"""
+        WITH RECURSIVE shards AS (
+            (SELECT shard FROM "{schema}".outbox WHERE status = 'pending' ORDER BY shard LIMIT 1)
+            UNION ALL
+            SELECT (SELECT o.shard FROM "{schema}".outbox o
+                    WHERE o.status = 'pending' AND o.shard > shards.shard
+                    ORDER BY o.shard LIMIT 1)
+            FROM shards WHERE shards.shard IS NOT NULL)
+        SELECT shard FROM shards WHERE shard IS NOT NULL""")
+    return [row["shard"] for row in rows]
+
+
+async def try_lock_shard(conn: asyncpg.Connection, schema: str, shard: int) -> bool:
+    """Held until the surrounding transaction ends: commit, rollback or a dropped connection."""
+    return await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1), $2)",
+                               f"intentledger.relay.{schema}", shard)
+
+
+async def claim_batch(conn: asyncpg.Connection, schema: str, shard: int, limit: int) -> list:
+    return await conn.fetch(
+        f"SELECT position, event_id, topic, partition_key, headers::text AS headers, "
+        f"envelope::text AS envelope FROM \"{checked_identifier(schema)}\".outbox "
+        "WHERE shard = $1 AND status = 'pending' ORDER BY position LIMIT $2 FOR UPDATE SKIP LOCKED",
+        shard, limit,
+    )
+
+
+async def mark_published(conn: asyncpg.Connection, schema: str, positions: list[int]) -> list[float]:
+    """Guarded on ``pending`` so a row parked or published meanwhile is left as it is.
+
+    Returns each row's publish lag in milliseconds (created → published).
+    """
+    rows = await conn.fetch(
+        f"UPDATE \"{checked_identifier(schema)}\".outbox SET status = 'published', "
+        "published_at = clock_timestamp() WHERE position = ANY($1::bigint[]) AND status = 'pending' "
+        "RETURNING extract(epoch FROM published_at - created_at) * 1000 AS lag_ms",
+        positions,
+    )
+    return [float(row["lag_ms"]) for row in rows]
+
+
+async def park(conn: asyncpg.Connection, schema: str, positions: list[int], reasons: list[str]) -> None:
+    await conn.execute(
+        f"UPDATE \"{checked_identifier(schema)}\".outbox AS o SET status = 'parked', park_reason = p.reason "
+        "FROM unnest($1::bigint[], $2::text[]) AS p(position, reason) "
+        "WHERE o.position = p.position AND o.status = 'pending'",
+        positions, reasons,
+    )
+
+
+async def backlog(conn: asyncpg.Connection, schema: str) -> int:
+    return await conn.fetchval(
+        f"SELECT count(*) FROM \"{checked_identifier(schema)}\".outbox WHERE status = 'pending'")
+
+
+async def delete_published_before(conn: asyncpg.Connection, schema: str, hours: float,
+                                  chunk: int = 5000) -> int:
+    """Retention in chunks, so a large purge never holds long locks. Parked rows are kept."""
+    schema = checked_identifier(schema)
+    deleted = 0
+    while True:
+        result = await conn.execute(
+            f'DELETE FROM "{schema}".outbox WHERE position IN ('
+            f'SELECT position FROM "{schema}".outbox WHERE status = \'published\' '
+            "AND published_at < now() - make_interval(secs => $1) LIMIT $2)",
+            hours * 3600.0, chunk,
+        )
+        count = int(result.split()[-1])
+        deleted += count
+        if count < chunk:
+            return deleted

@@ -1,0 +1,88 @@
+"""Composition root of the relay process: pools, producer, wake-ups and workers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+from services.relay.metrics import RelayMetrics
+from services.relay.publisher import new_producer
+from services.relay.relay import Relay
+from services.relay.settings import RelaySettings
+from services.relay.wakeup import OutboxWakeup
+from shared.config import Settings
+from shared.db.pool import open_pool
+from shared.errors import is_retryable
+
+log = logging.getLogger(__name__)
+APPLICATION_NAME = "intentledger-relay"
+
+
+async def run_relay(settings: Settings, relay_settings: RelaySettings | None = None,
+                    stopping: asyncio.Event | None = None,
+                    metrics: RelayMetrics | None = None) -> None:
+    """Run until ``stopping`` is set (SIGTERM/SIGINT set it when run from the CLI)."""
+    relay_settings = relay_settings or RelaySettings()
+    stopping = stopping or _stop_on_signals()
+    endpoints = settings.endpoints
+    pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
+                           max_size=relay_settings.workers + 2)
+    producer = new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes)
+    await producer.start()
+    relay = Relay(pool, producer, relay_settings, metrics)
+    wakeup = OutboxWakeup(endpoints.database_url, APPLICATION_NAME)
+    log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)
+    tasks = [asyncio.create_task(wakeup.run(stopping)),
+             asyncio.create_task(_scanner(relay, wakeup, relay_settings, stopping)),
+             asyncio.create_task(_every(relay_settings.retention_interval_s, relay.purge_published,
+                                        stopping)),
+             asyncio.create_task(_every(5.0, relay.refresh_backlog, stopping)),
+             *(asyncio.create_task(relay.worker(stopping)) for _ in range(relay_settings.workers))]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # a worker that died of a permanent error stops the relay loudly
+    finally:
+        stopping.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await producer.stop()
+        await pool.close()
+        log.info("relay stopped after publishing %d events (%d parked)",
+                 relay.metrics.published, relay.metrics.parked)
+
+
+async def _scanner(relay: Relay, wakeup: OutboxWakeup, settings: RelaySettings,
+                   stopping: asyncio.Event) -> None:
+    while not stopping.is_set():
+        try:
+            await relay.scan()
+        except Exception as error:
+            if not is_retryable(error):
+                raise
+            log.warning("scan failed: %s", error)
+        await wakeup.wait(settings.poll_interval_s)
+
+
+async def _every(seconds: float, job: Callable[[], Awaitable[object]],
+                 stopping: asyncio.Event) -> None:
+    while not stopping.is_set():
+        try:
+            await job()
+        except Exception as error:
+            if not is_retryable(error):
+                raise
+            log.warning("%s failed: %s", getattr(job, "__name__", job), error)
+        try:
+            await asyncio.wait_for(stopping.wait(), seconds)
+        except TimeoutError:
+            pass
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    return stopping

@@ -1,0 +1,115 @@
+"""The relay loop: find shards with pending rows, claim one, publish it, mark it, repeat.
+
+Workers in this process and in other replicas compete for shards (see ``claims``). The
+crash point ``relay.after_publish_before_mark`` sits between the broker's acknowledgement and
+the database commit: a crash there republishes the batch, which is what at-least-once means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+
+from services.relay import claims
+from services.relay.metrics import RelayMetrics
+from services.relay.publisher import publish
+from services.relay.records import KafkaRecord, Unpublishable, to_record
+from services.relay.settings import RelaySettings
+from shared import faults
+from shared.errors import is_retryable
+from shared.retry import backoff_delay
+
+log = logging.getLogger(__name__)
+MAX_BATCHES_PER_CLAIM = 20
+"""A worker moves on after this many batches so one hot shard cannot starve the others."""
+
+
+class Relay:
+    def __init__(self, pool: asyncpg.Pool, producer: AIOKafkaProducer,
+                 settings: RelaySettings, metrics: RelayMetrics | None = None) -> None:
+        self._pool = pool
+        self._producer = producer
+        self._settings = settings
+        self.metrics = metrics or RelayMetrics()
+        self._work: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._queued: set[tuple[str, int]] = set()
+
+    async def scan(self) -> int:
+        """Queue every (schema, shard) with pending rows; returns how many were found."""
+        async with self._pool.acquire() as conn:
+            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
+            found = [(schema, shard) for schema in schemas
+                     for shard in await claims.shards_with_pending_rows(conn, schema)]
+        random.shuffle(found)  # replicas starting together should not all fight for shard 0
+        for item in found:
+            if item not in self._queued:
+                self._queued.add(item)
+                self._work.put_nowait(item)
+        return len(found)
+
+    async def worker(self, stopping: asyncio.Event) -> None:
+        failures = 0
+        while not stopping.is_set():
+            try:
+                schema, shard = await asyncio.wait_for(self._work.get(), 0.2)
+            except TimeoutError:
+                continue
+            more = False
+            try:
+                for _ in range(MAX_BATCHES_PER_CLAIM):
+                    more = await self.relay_batch(schema, shard) == self._settings.batch_size
+                    if stopping.is_set() or not more:
+                        break
+                failures = 0
+            except Exception as error:
+                if not is_retryable(error):
+                    raise
+                failures += 1
+                self.metrics.transient_failures += 1
+                log.warning("relay %s/%s: %s; backing off", schema, shard, error)
+                await asyncio.sleep(backoff_delay(failures))
+                more = True
+            if more:
+                self._work.put_nowait((schema, shard))  # back of the queue: fairness
+            else:
+                self._queued.discard((schema, shard))
+
+    async def relay_batch(self, schema: str, shard: int) -> int:
+        """Publish one batch of one shard; returns rows handled (0 = nothing to do here)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if not await claims.try_lock_shard(conn, schema, shard):
+                return 0
+            rows = await claims.claim_batch(conn, schema, shard, self._settings.batch_size)
+            if not rows:
+                return 0
+            checked = [to_record(row, self._settings.max_message_bytes) for row in rows]
+            records = [item for item in checked if isinstance(item, KafkaRecord)]
+            rejected = {item.position: item.reason for item in checked
+                        if isinstance(item, Unpublishable)}
+            outcome = await publish(self._producer, records)
+            await faults.hit("relay.after_publish_before_mark")
+            rejected.update(outcome.permanent)
+            if rejected:
+                log.error("parking %d outbox rows in %s: %s", len(rejected), schema,
+                          sorted(rejected.items())[:3])
+                await claims.park(conn, schema, list(rejected), list(rejected.values()))
+            lags = await claims.mark_published(conn, schema, outcome.published)
+        self.metrics.record_batch(lags, len(rejected))
+        if outcome.transient is not None:
+            raise outcome.transient  # what was published is committed; the rest waits
+        return len(rows)
+
+    async def refresh_backlog(self) -> None:
+        async with self._pool.acquire() as conn:
+            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
+            self.metrics.backlog = {s: await claims.backlog(conn, s) for s in schemas}
+
+    async def purge_published(self) -> int:
+        async with self._pool.acquire() as conn:
+            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
+            return sum([await claims.delete_published_before(conn, s, self._settings.retention_hours)
+                        for s in schemas])

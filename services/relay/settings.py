@@ -1,0 +1,26 @@
+"""Relay tuning, from ``INTENTLEDGER_RELAY_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RelaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTENTLEDGER_RELAY_", extra="ignore")
+
+    schemas: list[str] | None = None
+    """Outbox schemas to drain; None discovers every schema that has an outbox table."""
+    batch_size: int = Field(default=1000, ge=1)
+    workers: int = Field(default=4, ge=1)
+    """Concurrent shard claimers in this process; replicas add more."""
+    poll_interval_s: float = Field(default=1.0, gt=0)
+    """Fallback when a NOTIFY is missed (e.g. while the LISTEN connection reconnects)."""
+    max_message_bytes: int = 1_000_000
+    """Rows larger than this are parked instead of failing every publish attempt."""
+    retention_hours: float = 72.0
+    retention_interval_s: float = 300.0
+    worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")

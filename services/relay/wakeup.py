@@ -1,0 +1,69 @@
+"""LISTEN for outbox inserts on a dedicated connection, so the relay reacts in milliseconds.
+
+A pooled connection would be ``UNLISTEN *``-reset on release, hence a connection of its own.
+NOTIFY is only a hint: it is lost while this connection is down, so after every reconnect the
+relay is woken once to rescan, and it also rescans every ``poll_interval_s`` regardless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from shared.retry import backoff_delay
+
+CHANNEL = "intentledger_outbox"
+log = logging.getLogger(__name__)
+
+
+class OutboxWakeup:
+    def __init__(self, database_url: str, application_name: str) -> None:
+        self._database_url = database_url
+        self._application_name = application_name
+        self._event = asyncio.Event()
+        self._connection: asyncpg.Connection | None = None
+        self.reconnects = 0
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Keep one LISTENing connection alive until ``stopping`` is set."""
+        failures = 0
+        while not stopping.is_set():
+            if self._connection is None or self._connection.is_closed():
+                try:
+                    await self._listen()
+                    failures = 0
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                    failures += 1
+                    log.warning("LISTEN connection failed (%s); retrying", error)
+                    await _sleep_or_stop(stopping, backoff_delay(failures))
+                    continue
+            await _sleep_or_stop(stopping, 0.5)
+        self._event.set()  # release a waiter so it sees ``stopping`` without its full timeout
+        if self._connection is not None and not self._connection.is_closed():
+            await self._connection.close()
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+        self._event.clear()
+
+    async def _listen(self) -> None:
+        if self._connection is not None:
+            self.reconnects += 1
+            self._connection.terminate()
+        self._connection = await asyncpg.connect(
+            self._database_url, server_settings={"application_name": self._application_name})
+        await self._connection.add_listener(CHANNEL, lambda *_: self._event.set())
+        self._event.set()  # anything inserted while we were not listening is still pending
+        log.info("listening on %s", CHANNEL)
+
+
+async def _sleep_or_stop(stopping: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stopping.wait(), seconds)
+    except TimeoutError:
+        pass

@@ -1,0 +1,1 @@
+"""Pieces with no business meaning that every intentledger service shares."""

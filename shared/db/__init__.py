@@ -1,0 +1,1 @@
+"""PostgreSQL access: pools, forward-only migrations and the unit of work."""

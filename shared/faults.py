@@ -1,0 +1,76 @@
+"""Named fault-injection points (DESIGN.md §6), inert unless enabled by environment.
+
+``INTENTLEDGER_FAULTS`` holds comma-separated rules ``point=action[:arg][@nth]``:
+
+- ``exit`` ends the process at once with ``os._exit`` (no cleanup, no flush: a crash);
+- ``drop`` raises ``ResponseDropped`` so the caller behaves as if the reply never arrived;
+- ``delay:SECONDS`` sleeps before continuing.
+
+Without ``@nth`` a rule fires on every hit; with it, only on that hit (1-based). Code calls
+``await hit("relay.after_publish_before_mark")`` at the named place; with no rule for the
+point this is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+EXIT_CODE = 86
+"""Exit status of an injected crash, distinct from ordinary failures in test reports."""
+
+
+class ResponseDropped(Exception):
+    """Injected: the remote side acted, but its response is lost on the way back."""
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    action: str
+    argument: float | None = None
+    nth: int | None = None
+
+
+def parse_rules(spec: str) -> dict[str, FaultRule]:
+    rules: dict[str, FaultRule] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        point, _, action_spec = item.partition("=")
+        action_spec, _, nth = action_spec.partition("@")
+        action, _, argument = action_spec.partition(":")
+        if action not in {"exit", "drop", "delay"} or not point:
+            raise ValueError(f"bad fault rule {item!r}: want point=exit|drop|delay:S[@N]")
+        rules[point.strip()] = FaultRule(
+            action=action,
+            argument=float(argument) if argument else None,
+            nth=int(nth) if nth else None,
+        )
+    return rules
+
+
+_rules = parse_rules(os.environ.get("INTENTLEDGER_FAULTS", ""))
+_hits: Counter[str] = Counter()
+
+
+def configure(spec: str) -> None:
+    """Replace the active rules (tests in one process; services read the environment)."""
+    global _rules
+    _rules = parse_rules(spec)
+    _hits.clear()
+
+
+async def hit(point: str) -> None:
+    rule = _rules.get(point)
+    if rule is None:
+        return
+    _hits[point] += 1
+    if rule.nth is not None and _hits[point] != rule.nth:
+        return
+    if rule.action == "exit":
+        print(f"fault injected: {point} -> exit", file=sys.stderr, flush=True)
+        os._exit(EXIT_CODE)
+    if rule.action == "drop":
+        raise ResponseDropped(point)
+    await asyncio.sleep(rule.argument or 0.0)

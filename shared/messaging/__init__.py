@@ -1,0 +1,1 @@
+"""Messaging primitives: the envelope, the outbox, the inbox and the consumer template."""

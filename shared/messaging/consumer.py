@@ -1,0 +1,119 @@
+"""The idempotent-consumer template every service uses to apply Kafka events.
+
+For a batch of records, in ONE PostgreSQL transaction: decode each envelope, insert inbox
+markers (event id = dedup key, so a republished copy at another offset is still a duplicate),
+apply the fresh ones through the service's handler, write any outbox rows the handler emits,
+and commit. Only then may the caller commit Kafka offsets: offsets never run ahead of
+durable state, so a crash anywhere before the commit redelivers the whole batch.
+
+A record that cannot be applied (undecodable, or the handler raises a permanent error) is
+written to ``dead_letters`` with its reason in the same transaction, so it never blocks the
+partition and is never lost. To find it without giving up one-transaction batches, a failed
+batch is retried one savepoint per record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import asyncpg
+from aiokafka import ConsumerRecord
+
+from shared.db.unit_of_work import UnitOfWork
+from shared.errors import PermanentError, is_retryable
+from shared.messaging.envelope import Envelope, decode
+
+log = logging.getLogger(__name__)
+Handler = Callable[[UnitOfWork, Envelope], Awaitable[None]]
+
+
+@dataclass
+class BatchReport:
+    applied: int = 0
+    duplicates: int = 0
+    dead_lettered: list[str] = field(default_factory=list)
+
+    def add(self, other: BatchReport) -> None:
+        self.applied += other.applied
+        self.duplicates += other.duplicates
+        self.dead_lettered += other.dead_lettered
+
+
+class IdempotentConsumer:
+    def __init__(self, name: str, schema: str, pool: asyncpg.Pool, handler: Handler) -> None:
+        self.name = name
+        self.schema = schema
+        self._pool = pool
+        self._handler = handler
+        self.totals = BatchReport()
+        """Committed outcomes since start: duplicates prevented is an operator metric."""
+
+    async def process(self, records: Sequence[ConsumerRecord]) -> BatchReport:
+        """Apply a batch exactly once per event id; raises only retryable errors."""
+        try:
+            report = await self._apply_batch(records, isolate=False)
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            log.warning("%s: batch failed (%s); isolating the bad record", self.name, error)
+            report = await self._apply_batch(records, isolate=True)
+        self.totals.add(report)
+        return report
+
+    async def _apply_batch(self, records: Sequence[ConsumerRecord], isolate: bool) -> BatchReport:
+        report = BatchReport()
+        decoded: list[tuple[ConsumerRecord, Envelope | PermanentError]] = []
+        for record in records:
+            try:
+                decoded.append((record, decode(record.value, record.headers)))
+            except PermanentError as error:
+                decoded.append((record, error))
+        async with UnitOfWork(self._pool, self.schema) as uow:
+            fresh = await uow.claim(self.name, [item.event_id for _, item in decoded
+                                                if isinstance(item, Envelope)])
+            for record, item in decoded:
+                if isinstance(item, PermanentError):
+                    await self._dead_letter(uow, record, None, str(item), report)
+                elif item.event_id not in fresh:
+                    report.duplicates += 1
+                elif isolate:
+                    await self._apply_isolated(uow, record, item, report)
+                    fresh.discard(item.event_id)
+                else:
+                    await self._handler(uow, item)
+                    fresh.discard(item.event_id)  # a second copy in this batch is a duplicate
+                    report.applied += 1
+            await uow.commit()
+        return report
+
+    async def _apply_isolated(self, uow: UnitOfWork, record: ConsumerRecord,
+                              envelope: Envelope, report: BatchReport) -> None:
+        try:
+            async with uow.savepoint():
+                await self._handler(uow, envelope)
+            report.applied += 1
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            await self._dead_letter(uow, record, envelope, f"{type(error).__name__}: {error}", report)
+
+    async def _dead_letter(self, uow: UnitOfWork, record: ConsumerRecord,
+                           envelope: Envelope | None, reason: str, report: BatchReport) -> None:
+        log.error("%s: dead-lettering %s[%d]@%d: %s", self.name, record.topic,
+                  record.partition, record.offset, reason)
+        await uow.connection.execute(
+            f'INSERT INTO "{self.schema}".dead_letters (consumer, topic, kafka_partition, '
+            "kafka_offset, event_id, reason, headers, value) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "ON CONFLICT DO NOTHING",
+            self.name, record.topic, record.partition, record.offset,
+            envelope.event_id if envelope else None, reason,
+            _headers_json(record.headers), record.value,
+        )
+        report.dead_lettered.append(reason)
+
+
+def _headers_json(headers: Sequence[tuple[str, bytes]] | None) -> str:
+    return json.dumps({name: value.decode(errors="replace") for name, value in headers or []})

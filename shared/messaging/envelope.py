@@ -1,0 +1,80 @@
+"""The event envelope, carried identically in a Kafka record's headers and its value.
+
+Headers let infrastructure (the relay, dedup, tracing, dead-lettering) act without parsing
+the value; the value is self-contained so an event read from a dump, a dead-letter table or
+the event history means the same thing. ``decode`` refuses a record whose two copies disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.errors import PermanentError
+from shared.ids import new_event_id
+
+CONTENT_TYPE = "application/json"
+_HEADER_FIELDS = ("event_id", "event_type", "schema_version", "run_id", "producer",
+                  "correlation_id", "causation_id", "traceparent")
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: uuid.UUID = Field(description="UUIDv7 minted once at the outbox insert; the dedup key.")
+    event_type: str = Field(min_length=1, max_length=128)
+    schema_version: int = Field(default=1, ge=1)
+    occurred_at: datetime
+    run_id: str = Field(min_length=1, max_length=200, description="Partition key: per-run order.")
+    producer: str = Field(min_length=1, description="Service that wrote the outbox row.")
+    correlation_id: str | None = None
+    causation_id: uuid.UUID | None = Field(default=None, description="Event that caused this one.")
+    traceparent: str | None = Field(default=None, description="W3C trace context at creation.")
+    payload: dict[str, Any]
+
+    @classmethod
+    def new(cls, *, event_type: str, run_id: str, producer: str, payload: dict[str, Any],
+            causation: Envelope | None = None, traceparent: str | None = None,
+            schema_version: int = 1) -> Envelope:
+        """A fresh event; causation and correlation are inherited from the causing event."""
+        return cls(
+            event_id=new_event_id(),
+            event_type=event_type,
+            schema_version=schema_version,
+            occurred_at=datetime.now(UTC),
+            run_id=run_id,
+            producer=producer,
+            correlation_id=causation.correlation_id if causation else run_id,
+            causation_id=causation.event_id if causation else None,
+            traceparent=traceparent or (causation.traceparent if causation else None),
+            payload=payload,
+        )
+
+    def headers(self) -> dict[str, str]:
+        values = self.model_dump(mode="json", include=set(_HEADER_FIELDS))
+        headers = {name: str(value) for name, value in values.items() if value is not None}
+        headers["content-type"] = CONTENT_TYPE
+        return headers
+
+    def value(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Envelope:
+    """Parse a consumed record; any defect is permanent (retrying the same bytes cannot help)."""
+    if not value:
+        raise PermanentError("empty record value")
+    try:
+        envelope = Envelope.model_validate(json.loads(value))
+    except (ValueError, ValidationError) as error:
+        raise PermanentError(f"value is not an event envelope: {error}") from error
+    header_values = {name: raw.decode(errors="replace") for name, raw in headers or []}
+    expected = envelope.headers()
+    for name in ("event_id", "event_type", "run_id"):
+        if name in header_values and header_values[name] != expected[name]:
+            raise PermanentError(f"header {name}={header_values[name]!r} disagrees with the value")
+    return envelope

@@ -1,0 +1,73 @@
+"""Binding an ``IdempotentConsumer`` to Kafka topics with FastStream, without losing messages.
+
+FastStream's Kafka default (``ACK_FIRST``) auto-commits offsets before the handler runs: a
+crash then loses the batch. Here acknowledgement is manual: offsets are committed only after
+the batch's database transaction has committed, and any failure rewinds the partitions
+(``nack`` seeks back) after a backoff, so the batch is delivered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Any
+
+from aiokafka import ConsumerRecord
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+
+from shared import faults
+from shared.errors import is_retryable
+from shared.messaging.consumer import IdempotentConsumer
+from shared.retry import backoff_delay
+
+log = logging.getLogger(__name__)
+
+
+def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
+              group_id: str, max_records: int = 500) -> None:
+    failures = 0
+
+    @broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
+                       batch_timeout_ms=50, auto_offset_reset="earliest",
+                       ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
+                       decoder=_raw_decoder, title=f"{consumer.name}:{','.join(topics)}")
+    async def on_batch(message: KafkaMessage) -> None:
+        nonlocal failures
+        records: tuple[ConsumerRecord, ...] = message.raw_message
+        try:
+            await consumer.process(records)
+            await faults.hit("consumer.after_commit_before_ack")
+        except Exception as error:
+            failures += 1
+            level = logging.WARNING if is_retryable(error) else logging.ERROR
+            log.log(level, "%s: batch of %d not applied (%s); redelivering",
+                    consumer.name, len(records), error, exc_info=not is_retryable(error))
+            await asyncio.sleep(backoff_delay(failures))
+            await message.nack()
+            return
+        failures = 0
+        await message.ack()
+
+
+async def _utf8_safe_parser(records: tuple[ConsumerRecord, ...], original: Any) -> Any:
+    """FastStream decodes headers as UTF-8 before any handler runs; a record with a bad
+    header would then fail outside our dead-letter path. Such bytes are replaced instead."""
+    return await original(tuple(_with_safe_headers(record) for record in records))
+
+
+def _with_safe_headers(record: ConsumerRecord) -> ConsumerRecord:
+    try:
+        for _, value in record.headers:
+            value.decode()
+        return record
+    except UnicodeDecodeError:
+        headers = [(name, value.decode(errors="replace").encode()) for name, value in record.headers]
+        return replace(record, headers=headers)
+
+
+async def _raw_decoder(message: Any, original: Any) -> Any:
+    """The consumer decodes envelopes itself (and dead-letters what it cannot decode)."""
+    return message.body

@@ -1,0 +1,34 @@
+"""Named retry policies: one definition each, used by name across services.
+
+Backoff is exponential with full jitter so that replicas recovering from the same outage do
+not hammer the dependency in lockstep.
+"""
+
+from __future__ import annotations
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, stop_never
+from tenacity.wait import wait_random_exponential
+
+from shared.errors import is_retryable
+
+
+def dependency_backoff(*, give_up_after_s: float | None = None) -> AsyncRetrying:
+    """Retry transient Kafka/PostgreSQL failures; re-raise anything permanent at once."""
+    return AsyncRetrying(
+        retry=retry_if_exception(is_retryable),
+        wait=wait_random_exponential(multiplier=0.1, max=5.0),
+        stop=stop_after_delay(give_up_after_s) if give_up_after_s else stop_never,
+        reraise=True,
+    )
+
+
+def backoff_delay(attempt: int) -> float:
+    """The same jittered curve as ``dependency_backoff``, for loops that must not stop."""
+    return wait_random_exponential(multiplier=0.1, max=5.0)(_State(attempt))
+
+
+class _State:
+    """The slice of tenacity's RetryCallState that its wait strategies read."""
+
+    def __init__(self, attempt: int) -> None:
+        self.attempt_number = attempt

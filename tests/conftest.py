@@ -1,0 +1,60 @@
+"""Test session wiring: real Kafka and PostgreSQL, started once per session.
+
+Order of preference: endpoints given by environment (INTENTLEDGER_KAFKA_BOOTSTRAP and
+INTENTLEDGER_DATABASE_URL), else the local processes of ``shared.infra`` (or testcontainers
+where a Docker daemon answers), started into ``.intentledger/test`` and stopped at the end.
+With INTENTLEDGER_REQUIRE_INFRA=1 (CI) a skipped infrastructure test counts as a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from shared.config import Endpoints, Settings
+from shared.db.pool import open_pool
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def infra_settings() -> Settings | None:
+    """The settings of locally managed infrastructure, or None when it is external."""
+    if os.environ.get("INTENTLEDGER_KAFKA_BOOTSTRAP") and os.environ.get("INTENTLEDGER_DATABASE_URL"):
+        yield None
+        return
+    from shared import infra
+
+    settings = Settings(home=ROOT / ".intentledger" / "test", kafka_port=0, kafka_controller_port=0,
+                        postgres_port=0)
+    infra.up(settings)
+    yield settings
+    infra.down(settings)
+
+
+@pytest.fixture(scope="session")
+def endpoints(infra_settings: Settings | None) -> Endpoints:
+    if infra_settings is None:
+        return Endpoints(kafka_bootstrap=os.environ["INTENTLEDGER_KAFKA_BOOTSTRAP"],
+                         database_url=os.environ["INTENTLEDGER_DATABASE_URL"])
+    return infra_settings.endpoints
+
+
+@pytest.fixture(scope="session")
+async def pool(endpoints: Endpoints):
+    pool = await open_pool(endpoints.database_url, application_name="intentledger-tests",
+                           max_size=10)
+    yield pool
+    await pool.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and os.environ.get("INTENTLEDGER_REQUIRE_INFRA") == "1"
+            and item.get_closest_marker("infra")):
+        report.outcome = "failed"
+        report.longrepr = f"infrastructure test skipped in CI: {report.longrepr}"

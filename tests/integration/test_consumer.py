@@ -1,0 +1,122 @@
+"""The idempotent-consumer template on real Kafka: redelivery, poison records, retries."""
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from shared import faults
+from shared.errors import RetryableError
+from shared.messaging.envelope import Envelope
+from tests.support.consumers import consuming
+from tests.support.kafka import create_topic, unique_topic, wait_for
+from tests.support.probe import Probe
+
+pytestmark = pytest.mark.infra
+
+
+async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, list]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for key, value, headers in records:
+            await producer.send_and_wait(topic, value, key=key, headers=headers)
+    finally:
+        await producer.stop()
+
+
+def _record(envelope: Envelope) -> tuple[bytes, bytes, list]:
+    return (envelope.run_id.encode(), envelope.value(),
+            [(k, v.encode()) for k, v in envelope.headers().items()])
+
+
+def _seen(item: str, seq: int) -> Envelope:
+    return Envelope.new(event_type="ProbeSeen", run_id=item, producer="t",
+                        payload={"item": item, "seq": seq})
+
+
+@pytest.fixture
+async def probe(pool, endpoints):
+    topic = unique_topic()
+    await create_topic(endpoints.kafka_bootstrap, topic, partitions=2)
+    return await Probe(pool, topic).create()
+
+
+async def test_an_event_delivered_twice_at_two_offsets_is_applied_once(probe, endpoints):
+    event = _seen("a", 1)
+    await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(event), _record(event),
+                                                            _record(_seen("a", 2))])
+    async with consuming(endpoints.kafka_bootstrap, probe.consumer(), probe.topic):
+        assert await wait_for(lambda: _applied_is(probe, 2), timeout=30)
+    assert await probe.fetchval("SELECT count(*) FROM {s}.applied WHERE event_id = $1",
+                                event.event_id) == 1
+    assert await probe.fetchval("SELECT version FROM {s}.items WHERE id = 'a'") == 2
+    assert await probe.fetchval("SELECT count(*) FROM {s}.dead_letters") == 0
+
+
+async def test_poison_records_are_dead_lettered_with_a_reason_and_the_rest_applied(probe, endpoints):
+    good = [_seen("a", 1), _seen("a", 2)]
+    out_of_order = _seen("b", 5)  # version 5 onto nothing: the legality gate refuses it
+    bad_header = list(_record(_seen("c", 1)))
+    bad_header[2] = bad_header[2] + [("x-junk", b"\xff\xfe")]
+    await _produce(endpoints.kafka_bootstrap, probe.topic, [
+        (b"a", b"not json at all", []),
+        _record(good[0]),
+        _record(out_of_order),
+        tuple(bad_header),
+        (b"a", b'{"event_id": "nope"}', []),
+        _record(good[1]),
+    ])
+    async with consuming(endpoints.kafka_bootstrap, probe.consumer(), probe.topic):
+        assert await wait_for(lambda: _applied_is(probe, 3), timeout=30)
+        assert await wait_for(lambda: _dead_letters_are(probe, 3), timeout=10)
+    reasons = sorted(r["reason"] for r in await probe.fetch("SELECT reason FROM {s}.dead_letters"))
+    assert any("not an event envelope" in r for r in reasons)
+    assert any("b seq 5: illegal" in r for r in reasons)
+    assert await probe.fetchval("SELECT array_agg(seq ORDER BY n) FROM {s}.applied WHERE item = 'a'") == [1, 2]
+    # the out-of-order event is not re-applied on redelivery: its id is in the inbox
+    assert await probe.fetchval("SELECT count(*) FROM {s}.inbox WHERE event_id = $1",
+                                out_of_order.event_id) == 1
+
+
+async def test_a_retryable_failure_redelivers_the_batch_and_applies_it_once(probe, endpoints):
+    calls = 0
+
+    async def flaky(uow, envelope):
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise RetryableError("database briefly unavailable")
+        await probe.apply(uow, envelope)
+
+    consumer = probe.consumer()
+    consumer._handler = flaky
+    await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(_seen("a", 1))])
+    async with consuming(endpoints.kafka_bootstrap, consumer, probe.topic):
+        assert await wait_for(lambda: _applied_is(probe, 1), timeout=30)
+    assert calls == 3
+    assert await probe.applied_count() == 1
+
+
+async def test_crash_after_commit_before_offset_commit_redelivers_without_reapplying(probe, endpoints):
+    await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(_seen("a", 1))])
+    consumer = probe.consumer()
+    faults.configure("consumer.after_commit_before_ack=drop@1")
+    try:
+        async with consuming(endpoints.kafka_bootstrap, consumer, probe.topic):
+            assert await wait_for(lambda: _redelivered(consumer), timeout=30)
+    finally:
+        faults.configure("")
+    assert (consumer.totals.applied, consumer.totals.duplicates) == (1, 1)
+    assert await probe.applied_count() == 1
+    assert await probe.fetchval("SELECT count(*) FROM {s}.dead_letters") == 0
+
+
+async def _applied_is(probe: Probe, n: int) -> bool:
+    return await probe.applied_count() == n
+
+
+async def _dead_letters_are(probe: Probe, n: int) -> bool:
+    return await probe.fetchval("SELECT count(*) FROM {s}.dead_letters") == n
+
+
+async def _redelivered(consumer) -> bool:
+    return consumer.totals.duplicates >= 1

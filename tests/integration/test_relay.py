@@ -1,0 +1,78 @@
+"""The relay against real Kafka and PostgreSQL: delivery, parking, reconnects."""
+
+import json
+import uuid
+
+import pytest
+
+from shared.messaging.envelope import Envelope
+from tests.support.kafka import copies_per_event, create_topic, header, read_topic, unique_topic, wait_for
+from tests.support.probe import Probe
+from tests.support.relay import running_relay
+
+pytestmark = pytest.mark.infra
+
+
+async def test_published_records_carry_the_envelope_in_headers_and_value(pool, endpoints):
+    topic = unique_topic()
+    await create_topic(endpoints.kafka_bootstrap, topic)
+    probe = await Probe(pool, topic).create()
+    [event] = await probe.emit(["run-a"], per_key=1)
+    async with running_relay(endpoints, probe.schema):
+        [record] = await read_topic(endpoints.kafka_bootstrap, topic, until=1, timeout=30)
+        assert await wait_for(lambda: _status_is(probe, {"published": 1}), timeout=10)
+    assert record.key == b"run-a"
+    assert Envelope.model_validate(json.loads(record.value)) == event
+    assert header(record, "event_id") == str(event.event_id)
+    assert header(record, "event_type") == "ProbeSeen"
+    assert header(record, "run_id") == "run-a"
+
+
+async def test_malformed_rows_are_parked_with_a_reason_and_the_rest_flow(pool, endpoints):
+    topic = unique_topic()
+    await create_topic(endpoints.kafka_bootstrap, topic)
+    probe = await Probe(pool, topic).create()
+    good_before = await probe.emit(["k1", "k2"], per_key=3)
+    mismatched = Envelope.new(event_type="ProbeSeen", run_id="k3", producer="t", payload={})
+    await probe.insert_raw_outbox(event_id=uuid.uuid4(), topic=topic, key="k3",
+                                  envelope=mismatched.model_dump_json())
+    await probe.insert_raw_outbox(event_id=uuid.uuid4(), topic="bad topic!", key="k4",
+                                  envelope="{}")
+    huge = Envelope.new(event_type="ProbeSeen", run_id="k5", producer="t",
+                        payload={"blob": "x" * 50_000})
+    await probe.insert_raw_outbox(event_id=huge.event_id, topic=topic, key="k5",
+                                  envelope=huge.model_dump_json(), headers=huge.headers())
+    good_after = await probe.emit(["k1", "k2"], per_key=2)
+
+    async with running_relay(endpoints, probe.schema, max_message_bytes=20_000):
+        records = await read_topic(endpoints.kafka_bootstrap, topic, until=10, timeout=30)
+        assert await wait_for(lambda: _status_is(probe, {"published": 10, "parked": 3}), timeout=10)
+
+    published_ids = set(copies_per_event(records))
+    assert published_ids == {str(e.event_id) for e in good_before + good_after}
+    reasons = [r["park_reason"] for r in await probe.fetch(
+        "SELECT park_reason FROM {s}.outbox WHERE status = 'parked' ORDER BY position")]
+    assert "does not match" in reasons[0]
+    assert "invalid topic" in reasons[1]
+    assert reasons[2].startswith("oversized")
+
+
+async def test_relay_reconnects_and_listens_again_after_its_connections_are_terminated(pool, endpoints):
+    topic = unique_topic()
+    await create_topic(endpoints.kafka_bootstrap, topic)
+    probe = await Probe(pool, topic).create()
+    # A long polling interval: only a working LISTEN can deliver quickly.
+    async with running_relay(endpoints, probe.schema, poll_interval_s=300) as metrics:
+        await probe.emit(["k"], per_key=1)
+        assert await wait_for(lambda: _status_is(probe, {"published": 1}), timeout=15)
+        killed = await probe.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'intentledger-relay'")
+        assert killed >= 1
+        await probe.emit(["k"], per_key=1)  # the new event id differs; seq restarts at 1
+        assert await wait_for(lambda: _status_is(probe, {"published": 2}), timeout=15)
+        assert metrics.published == 2
+
+
+async def _status_is(probe: Probe, expected: dict[str, int]) -> bool:
+    return await probe.outbox_status() == expected

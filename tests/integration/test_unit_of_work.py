@@ -1,0 +1,76 @@
+"""State and outbox rows commit together or not at all (the outbox's whole point)."""
+
+import asyncpg
+import pytest
+
+from shared.db.unit_of_work import UnitOfWork
+from shared.messaging.envelope import Envelope
+from tests.support.probe import Probe
+
+pytestmark = pytest.mark.infra
+
+
+def _event(run: str = "run-1") -> Envelope:
+    return Envelope.new(event_type="ProbeSeen", run_id=run, producer="test",
+                        payload={"item": run, "seq": 1})
+
+
+async def _write_state(uow: UnitOfWork, probe: Probe, item: str) -> None:
+    await uow.connection.execute(
+        f'INSERT INTO "{probe.schema}".items (id, state, version) VALUES ($1, $2, 1)', item, "seen")
+
+
+async def test_commit_writes_state_and_outbox_rows_together(pool):
+    probe = await Probe(pool, "t.topic").create()
+    async with UnitOfWork(pool, probe.schema) as uow:
+        await _write_state(uow, probe, "a")
+        uow.emit("t.topic", _event("a"))
+        await uow.commit()
+    assert await probe.fetchval("SELECT count(*) FROM {s}.items") == 1
+    assert await probe.outbox_status() == {"pending": 1}
+
+
+async def test_rolls_back_uncommitted_work_by_default(pool):
+    probe = await Probe(pool, "t.topic").create()
+    async with UnitOfWork(pool, probe.schema) as uow:
+        await _write_state(uow, probe, "a")
+        uow.emit("t.topic", _event("a"))
+    assert await probe.fetchval("SELECT count(*) FROM {s}.items") == 0
+    assert await probe.outbox_status() == {}
+
+
+async def test_handler_error_after_state_write_leaves_nothing(pool):
+    probe = await Probe(pool, "t.topic").create()
+    with pytest.raises(RuntimeError):
+        async with UnitOfWork(pool, probe.schema) as uow:
+            await _write_state(uow, probe, "a")
+            uow.emit("t.topic", _event("a"))
+            raise RuntimeError("crash between the state change and commit")
+    assert await probe.fetchval("SELECT count(*) FROM {s}.items") == 0
+    assert await probe.outbox_status() == {}
+
+
+async def test_failing_outbox_insert_rolls_back_the_state_change(pool):
+    probe = await Probe(pool, "t.topic").create()
+    duplicate = _event("a")
+    async with UnitOfWork(pool, probe.schema) as uow:
+        uow.emit("t.topic", duplicate)
+        await uow.commit()
+    with pytest.raises(asyncpg.UniqueViolationError):
+        async with UnitOfWork(pool, probe.schema) as uow:
+            await _write_state(uow, probe, "b")
+            uow.emit("t.topic", duplicate)  # same event id: the outbox refuses it
+            await uow.commit()
+    assert await probe.fetchval("SELECT count(*) FROM {s}.items") == 0
+    assert await probe.outbox_status() == {"pending": 1}
+
+
+async def test_inbox_claim_returns_only_unseen_event_ids(pool):
+    probe = await Probe(pool, "t.topic").create()
+    first, second = _event(), _event()
+    async with UnitOfWork(pool, probe.schema) as uow:
+        assert await uow.claim("c", [first.event_id]) == {first.event_id}
+        await uow.commit()
+    async with UnitOfWork(pool, probe.schema) as uow:
+        assert await uow.claim("c", [first.event_id, second.event_id]) == {second.event_id}
+        assert await uow.claim("other", [first.event_id]) == {first.event_id}

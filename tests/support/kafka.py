@@ -1,0 +1,62 @@
+"""Reading what actually reached Kafka, independent of any code under test."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import defaultdict
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+
+def unique_topic(prefix: str = "test") -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:10]}"
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 4) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def read_topic(bootstrap: str, topic: str, *, until: int, timeout: float = 60.0) -> list:
+    """Every record from the beginning, stopping once ``until`` records arrived (or timeout)."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    records: list = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < until and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
+            for partition_records in batch.values():
+                records.extend(partition_records)
+    finally:
+        await consumer.stop()
+    return records
+
+
+def header(record, name: str) -> str | None:
+    return next((value.decode() for key, value in record.headers if key == name), None)
+
+
+def copies_per_event(records: list) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for record in records:
+        counts[header(record, "event_id")] += 1
+    return dict(counts)
+
+
+async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    """Poll an async predicate until it returns something truthy; wait on positions, not sleeps."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(interval)

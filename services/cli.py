@@ -66,7 +66,7 @@ def _infra(settings: Settings, action: str, purge: bool) -> int:
             infra.down(settings, purge=purge)
         else:
             print(json.dumps(infra.status(settings), indent=2))
-    except infra.MissingDependency as missing:
+    except infra.InfraError as missing:
         print(f"intentledger: {missing}", file=sys.stderr)
         return 1
     return 0

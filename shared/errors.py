@@ -33,14 +33,25 @@ _RETRYABLE_POSTGRES = (
     asyncpg.exceptions.QueryCanceledError,
 )
 
-_PERMANENT_KAFKA = (
+_RECORD_REJECTED_BY_KAFKA = (
     kafka_errors.MessageSizeTooLargeError,
+    kafka_errors.RecordTooLargeError,
     kafka_errors.RecordListTooLargeError,
     kafka_errors.InvalidTopicError,
-    kafka_errors.TopicAuthorizationFailedError,
-    kafka_errors.UnsupportedVersionError,
     kafka_errors.CorruptRecordException,
 )
+"""Errors about one record itself. Every other Kafka error concerns the broker, the network,
+the producer's session or the deployment (ACLs): retrying, after a fix if need be, can help."""
+
+PRODUCER_SESSION_ERRORS = (
+    kafka_errors.OutOfOrderSequenceNumber,
+    kafka_errors.UnknownProducerId,
+    kafka_errors.InvalidProducerEpoch,
+    kafka_errors.ProducerFenced,
+    kafka_errors.ProducerClosed,
+)
+"""The idempotent producer's sequence state is broken (seen after a broker restart): the
+records are fine, the producer must be replaced before they are sent again."""
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -52,11 +63,6 @@ def is_retryable(error: BaseException) -> bool:
         return True
     if isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError)):
         return True
-    if isinstance(error, _PERMANENT_KAFKA):
-        return False
     if isinstance(error, kafka_errors.KafkaError):
-        return bool(getattr(error, "retriable", False)) or isinstance(
-            error, (kafka_errors.KafkaConnectionError, kafka_errors.KafkaTimeoutError,
-                    kafka_errors.NodeNotReadyError, kafka_errors.ProducerClosed)
-        )
+        return not isinstance(error, _RECORD_REJECTED_BY_KAFKA)
     return False

@@ -46,10 +46,20 @@ async def try_lock_shard(conn: asyncpg.Connection, schema: str, shard: int) -> b
 
 
 async def claim_batch(conn: asyncpg.Connection, schema: str, shard: int, limit: int) -> list:
+    """The rows, plus the consistency checks the relay needs, computed by PostgreSQL in C
+    rather than by parsing every envelope in Python (half the relay's CPU when it did)."""
     return await conn.fetch(
-        f"SELECT position, event_id, topic, partition_key, headers::text AS headers, "
-        f"envelope::text AS envelope FROM \"{checked_identifier(schema)}\".outbox "
-        "WHERE shard = $1 AND status = 'pending' ORDER BY position LIMIT $2 FOR UPDATE SKIP LOCKED",
+        f"""SELECT position, topic, partition_key,
+                   envelope::text AS envelope,
+                   headers::text AS headers,
+                   jsonb_typeof(envelope) = 'object'
+                       AND envelope->>'event_id' = event_id::text
+                       AND envelope->>'run_id' = partition_key
+                       AND coalesce(envelope->>'event_type', '') <> '' AS envelope_matches_row,
+                   jsonb_typeof(headers) = 'object' AS headers_are_object
+            FROM "{checked_identifier(schema)}".outbox
+            WHERE shard = $1 AND status = 'pending'
+            ORDER BY position LIMIT $2 FOR UPDATE SKIP LOCKED""",
         shard, limit,
     )
 

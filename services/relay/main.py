@@ -8,7 +8,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from services.relay.metrics import RelayMetrics
-from services.relay.publisher import new_producer
+from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
 from services.relay.settings import RelaySettings
 from services.relay.wakeup import OutboxWakeup
@@ -29,9 +29,10 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
     endpoints = settings.endpoints
     pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
                            max_size=relay_settings.workers + 2)
-    producer = new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes)
-    await producer.start()
-    relay = Relay(pool, producer, relay_settings, metrics)
+    producers = ProducerHandle(
+        lambda: new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes))
+    await producers.start()
+    relay = Relay(pool, producers, relay_settings, metrics)
     wakeup = OutboxWakeup(endpoints.database_url, APPLICATION_NAME)
     log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)
     tasks = [asyncio.create_task(wakeup.run(stopping)),
@@ -47,7 +48,7 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
     finally:
         stopping.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await producer.stop()
+        await producers.stop()
         await pool.close()
         log.info("relay stopped after publishing %d events (%d parked)",
                  relay.metrics.published, relay.metrics.parked)

@@ -1,10 +1,9 @@
-"""Turning an outbox row into a Kafka record, or into the reason it can never be one."""
+"""Turning a claimed outbox row into a Kafka record, or into the reason it can never be one."""
 
 from __future__ import annotations
 
 import json
 import re
-import uuid
 from dataclasses import dataclass
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -26,37 +25,26 @@ class Unpublishable:
 
 
 def to_record(row, max_message_bytes: int) -> KafkaRecord | Unpublishable:
-    """Check what the broker or a consumer would choke on; a bad row must not block others.
+    """Refuse what the broker or every consumer would choke on; a bad row must not block others.
 
-    The envelope was validated when it was written; this guards against rows written by hand,
-    by an older version, or corrupted, without paying a full model validation per row.
+    Envelopes are validated when written; this guards against rows written by hand, by an
+    older version, or corrupted. The envelope checks themselves run in the claim query.
     """
     position = row["position"]
     if not _TOPIC.match(row["topic"] or ""):
         return Unpublishable(position, f"invalid topic name {row['topic']!r}")
-    try:
-        envelope = json.loads(row["envelope"])
-        headers = json.loads(row["headers"])
-    except ValueError as error:
-        return Unpublishable(position, f"unparseable JSON: {error}")
-    if not isinstance(envelope, dict) or not isinstance(headers, dict):
-        return Unpublishable(position, "envelope and headers must be JSON objects")
-    if not all(isinstance(v, str) for v in headers.values()):
-        return Unpublishable(position, "header values must be strings")
-    if _as_uuid(envelope.get("event_id")) != row["event_id"]:
-        return Unpublishable(position, "envelope event_id does not match the row's event_id")
-    if envelope.get("run_id") != row["partition_key"] or not envelope.get("event_type"):
-        return Unpublishable(position, "envelope lacks event_type or its run_id is not the key")
+    if not row["envelope_matches_row"]:
+        return Unpublishable(position, "envelope is not an object whose event_id, run_id and "
+                                       "event_type match the row's event_id and partition key")
+    if not row["headers_are_object"]:
+        return Unpublishable(position, "headers must be a JSON object")
     value = row["envelope"].encode()
-    encoded_headers = [(name, text.encode()) for name, text in headers.items()]
-    size = len(value) + len(row["partition_key"]) + sum(len(n) + len(v) for n, v in encoded_headers)
+    size = len(value) + len(row["headers"]) + len(row["partition_key"])  # headers: an upper bound
     if size > max_message_bytes:
         return Unpublishable(position, f"oversized: {size} bytes > limit {max_message_bytes}")
-    return KafkaRecord(position, row["topic"], row["partition_key"].encode(), value, encoded_headers)
-
-
-def _as_uuid(text: object) -> uuid.UUID | None:
+    headers = json.loads(row["headers"])
     try:
-        return uuid.UUID(str(text))
-    except ValueError:
-        return None
+        encoded = [(name, text.encode()) for name, text in headers.items()]
+    except AttributeError:
+        return Unpublishable(position, "header values must be strings")
+    return KafkaRecord(position, row["topic"], row["partition_key"].encode(), value, encoded)

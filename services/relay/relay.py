@@ -12,11 +12,9 @@ import logging
 import random
 
 import asyncpg
-from aiokafka import AIOKafkaProducer
-
 from services.relay import claims
 from services.relay.metrics import RelayMetrics
-from services.relay.publisher import publish
+from services.relay.publisher import ProducerHandle, publish
 from services.relay.records import KafkaRecord, Unpublishable, to_record
 from services.relay.settings import RelaySettings
 from shared import faults
@@ -29,10 +27,10 @@ MAX_BATCHES_PER_CLAIM = 20
 
 
 class Relay:
-    def __init__(self, pool: asyncpg.Pool, producer: AIOKafkaProducer,
+    def __init__(self, pool: asyncpg.Pool, producers: ProducerHandle,
                  settings: RelaySettings, metrics: RelayMetrics | None = None) -> None:
         self._pool = pool
-        self._producer = producer
+        self._producers = producers
         self._settings = settings
         self.metrics = metrics or RelayMetrics()
         self._work: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
@@ -90,7 +88,8 @@ class Relay:
             records = [item for item in checked if isinstance(item, KafkaRecord)]
             rejected = {item.position: item.reason for item in checked
                         if isinstance(item, Unpublishable)}
-            outcome = await publish(self._producer, records)
+            producer = self._producers.current
+            outcome = await publish(producer, records)
             await faults.hit("relay.after_publish_before_mark")
             rejected.update(outcome.permanent)
             if rejected:
@@ -100,6 +99,7 @@ class Relay:
             lags = await claims.mark_published(conn, schema, outcome.published)
         self.metrics.record_batch(lags, len(rejected))
         if outcome.transient is not None:
+            await self._producers.replace_if_broken(producer, outcome.transient)
             raise outcome.transient  # what was published is committed; the rest waits
         return len(rows)
 

@@ -19,8 +19,9 @@ class RelaySettings(BaseSettings):
     """Concurrent shard claimers in this process; replicas add more."""
     poll_interval_s: float = Field(default=1.0, gt=0)
     """Fallback when a NOTIFY is missed (e.g. while the LISTEN connection reconnects)."""
-    max_message_bytes: int = 1_000_000
-    """Rows larger than this are parked instead of failing every publish attempt."""
+    max_message_bytes: int = Field(default=900_000, le=990_000)
+    """Rows larger than this are parked instead of failing every publish attempt. It stays
+    below the producer's batch size so that every publishable record fits one batch."""
     retention_hours: float = 72.0
     retention_interval_s: float = 300.0
     worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")

@@ -52,7 +52,7 @@ async def test_malformed_rows_are_parked_with_a_reason_and_the_rest_flow(pool, e
     assert published_ids == {str(e.event_id) for e in good_before + good_after}
     reasons = [r["park_reason"] for r in await probe.fetch(
         "SELECT park_reason FROM {s}.outbox WHERE status = 'parked' ORDER BY position")]
-    assert "does not match" in reasons[0]
+    assert "event_id, run_id and event_type match" in reasons[0]
     assert "invalid topic" in reasons[1]
     assert reasons[2].startswith("oversized")
 

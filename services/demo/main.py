@@ -1,0 +1,120 @@
+"""``intentledger demo``: infra up, migrations, a real relay process, one event end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from faststream.kafka import KafkaBroker
+
+from services.registry import migrate_all
+from shared import infra
+from shared.config import Endpoints, Settings
+from shared.db.pool import open_pool
+from shared.db.unit_of_work import UnitOfWork
+from shared.messaging.consumer import IdempotentConsumer
+from shared.messaging.envelope import Envelope
+from shared.messaging.subscription import subscribe
+from shared.messaging.versioning import Advance, Transitions, VersionedTable, advance
+
+TOPIC = "intentledger.demo"
+PINGS = VersionedTable("demo", "pings")
+TRANSITIONS = Transitions({None: {"sent"}, "sent": {"received"}})
+
+
+async def run_demo(settings: Settings) -> int:
+    endpoints = await asyncio.to_thread(infra.up, settings)
+    for schema, applied in (await migrate_all(settings)).items():
+        print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
+    await _ensure_topic(endpoints.kafka_bootstrap)
+    relay = _start_relay(endpoints, settings)
+    pool = await open_pool(endpoints.database_url, application_name="intentledger-demo")
+    try:
+        return await _round_trip(pool, endpoints)
+    finally:
+        await pool.close()
+        relay.terminate()
+        print(f"relay stopped (exit {relay.wait(30)})")
+
+
+async def _round_trip(pool, endpoints: Endpoints) -> int:
+    run_id = f"demo-{uuid.uuid4().hex[:8]}"
+    received = asyncio.Event()
+
+    async def on_ping(uow: UnitOfWork, envelope: Envelope) -> None:
+        outcome = await advance(uow.connection, PINGS, envelope.run_id, to_state="received",
+                                version=2, transitions=TRANSITIONS)
+        print(f"consumer: applied {envelope.event_type} {envelope.event_id} -> {outcome.value}")
+        if envelope.run_id == run_id:
+            received.set()
+
+    consumer = IdempotentConsumer("demo-receiver", "demo", pool, on_ping)
+    broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
+    subscribe(broker, consumer, TOPIC, group_id="intentledger-demo")
+    await broker.start()
+    try:
+        event = await _send_ping(pool, run_id)
+        await asyncio.wait_for(received.wait(), 60)
+        print("\nsimulating a relay crash after publish, before mark: the row is pending again")
+        await pool.execute("UPDATE demo.outbox SET status = 'pending' WHERE event_id = $1",
+                           event.event_id)
+        await _wait_until(lambda: consumer.totals.duplicates >= 1, 60)
+    finally:
+        await broker.stop()
+    row = await pool.fetchrow("SELECT state, version FROM demo.pings WHERE id = $1", run_id)
+    copies = await pool.fetchval("SELECT count(*) FROM demo.inbox WHERE event_id = $1", event.event_id)
+    print(f"\nping {run_id}: state={row['state']} version={row['version']}; "
+          f"delivered twice, applied {copies}x, duplicates ignored: {consumer.totals.duplicates}")
+    ok = row["state"] == "received" and copies == 1
+    print("demo OK: one event, one effect" if ok else "demo FAILED")
+    return 0 if ok else 1
+
+
+async def _send_ping(pool, run_id: str) -> Envelope:
+    event = Envelope.new(event_type="PingSent", run_id=run_id, producer="demo",
+                         payload={"ping": run_id})
+    async with UnitOfWork(pool, "demo") as uow:
+        await advance(uow.connection, PINGS, run_id, to_state="sent", version=1,
+                      transitions=TRANSITIONS) is Advance.APPLIED or _fail("ping exists")
+        uow.emit(TOPIC, event)
+        await uow.commit()
+    print(f"committed state + outbox row in one transaction:\n{json.dumps(event.model_dump(mode='json'), indent=2)}")
+    return event
+
+
+async def _ensure_topic(bootstrap: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(TOPIC, 4, 1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        await admin.close()
+
+
+def _start_relay(endpoints: Endpoints, settings: Settings) -> subprocess.Popen:
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    log_path = settings.logs_dir / "demo-relay.log"
+    env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+           "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
+    process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "relay"], env=env,
+                               stdout=log_path.open("ab"), stderr=subprocess.STDOUT)
+    print(f"relay started (pid {process.pid}, log {log_path})")
+    return process
+
+
+async def _wait_until(predicate, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.05)
+
+
+def _fail(message: str) -> None:
+    raise RuntimeError(message)

@@ -1,0 +1,134 @@
+"""``up``, ``down`` and ``status`` of the infrastructure every service and test needs.
+
+The functions are synchronous, for the CLI and for pytest fixtures; from async code call
+them through ``asyncio.to_thread``. Every call reads and writes ``<home>/infra.json`` under
+a lock, so the file always describes what runs, and ``Settings.endpoints`` reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from shared.config import Endpoints, Settings
+from shared.infra import containers, kafka_local, postgres_local, processes
+from shared.infra.launch import ensure_kafka, ensure_postgres, kafka_alive, say
+from shared.infra.prerequisites import postgres_bindir
+from shared.infra.readiness import kafka_answers, postgres_answers, wait_until
+from shared.infra.state import LOCK, InfraState, locked
+
+READY_DEADLINE_S = 90.0
+"""Generous: a cold JVM on two cores, plus first-time initdb, must fit."""
+PURGED = ("kafka-data", "kafka.properties", "pgdata", "pg-run", "logs", "infra.json")
+
+
+def up(settings: Settings) -> Endpoints:
+    """Start what is not running, wait until both services answer, record the endpoints."""
+    began, home = time.monotonic(), settings.home.resolve()
+    with locked(home):
+        state = InfraState.load(settings.infra_state_file)
+        taken: set[int] = set()
+        try:
+            ensure_kafka(settings, home, state, taken)
+            ensure_postgres(settings, home, state, taken)
+        finally:
+            state.save(settings.infra_state_file)  # pids first, so `down` can clean up a failed start
+        asyncio.run(_ready(settings, home, state))
+        state.endpoints = {"kafka_bootstrap": state.kafka.endpoint, "database_url": state.postgres.endpoint}
+        state.save(settings.infra_state_file)
+    say(f"ready in {time.monotonic() - began:.1f} s")
+    return Endpoints(**state.endpoints)
+
+
+def down(settings: Settings, purge: bool = False) -> None:
+    """Stop what we started (never an external service); ``purge`` also deletes its data."""
+    home = settings.home.resolve()
+    with locked(home):
+        state = InfraState.load(settings.infra_state_file)
+        if state.kafka.mode == "local" and state.kafka.pid:
+            processes.stop(state.kafka.pid, str(kafka_local.config_file(home)))
+        if postgres_local.running(home):
+            postgres_local.stop(postgres_bindir(), home)
+        for service in (state.kafka, state.postgres):
+            if service.mode == "docker" and service.container_id:
+                containers.remove(service.container_id)
+            service.pid = service.container_id = None
+        state.endpoints = {}
+        if purge:
+            _purge(home)
+        else:
+            state.save(settings.infra_state_file)
+    if purge:
+        (home / LOCK).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            home.rmdir()  # only if nothing else lives there
+    say(f"stopped{' and purged ' + str(home) if purge else ''}")
+
+
+def status(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Per service: mode, pid, alive (None when external: not ours to watch), ready, endpoint."""
+    home = settings.home.resolve()
+    state = InfraState.load(settings.infra_state_file)
+    views = {"kafka": _kafka_view(settings, home, state), "postgres": _postgres_view(settings, home, state)}
+    ready = asyncio.run(_probe(views))
+    return {name: {"mode": mode, "pid": pid, "alive": alive, "ready": ready[name], "endpoint": endpoint}
+            for name, (mode, pid, alive, endpoint) in views.items()}
+
+
+View = tuple[str, int | None, bool | None, str | None]
+
+
+def _kafka_view(settings: Settings, home: Path, state: InfraState) -> View:
+    if settings.kafka_bootstrap:
+        return "external", None, None, settings.kafka_bootstrap
+    alive = kafka_alive(state, home)
+    return state.kafka.mode, state.kafka.pid if alive else None, alive, state.kafka.endpoint
+
+
+def _postgres_view(settings: Settings, home: Path, state: InfraState) -> View:
+    if settings.database_url:
+        return "external", None, None, settings.database_url
+    if state.postgres.mode == "docker":
+        return "docker", None, containers.is_running(state.postgres.container_id), state.postgres.endpoint
+    serving = postgres_local.running(home)
+    return "local", serving[0] if serving else None, serving is not None, state.postgres.endpoint
+
+
+async def _probe(views: dict[str, View]) -> dict[str, bool]:
+    async def answers(name: str, alive: bool | None, endpoint: str | None) -> bool:
+        if alive is False or not endpoint:
+            return False
+        return await (kafka_answers if name == "kafka" else postgres_answers)(endpoint)
+
+    results = await asyncio.gather(*(answers(name, view[2], view[3]) for name, view in views.items()))
+    return dict(zip(views, results))
+
+
+async def _ready(settings: Settings, home: Path, state: InfraState) -> None:
+    kafka, postgres = state.kafka, state.postgres
+    kafka_log = f"; see {settings.logs_dir.resolve() / 'kafka.log'}"
+
+    async def postgres_ready() -> None:
+        if postgres.mode == "local":
+            await postgres_local.ensure_database(postgres.ports["postgres"], settings.database_name)
+        await wait_until(lambda: postgres_answers(postgres.endpoint), "PostgreSQL", READY_DEADLINE_S)
+
+    await asyncio.gather(
+        wait_until(lambda: kafka_answers(kafka.endpoint), "Kafka", READY_DEADLINE_S,
+                   alive=(lambda: kafka_alive(state, home)) if kafka.mode == "local" else None,
+                   log_hint=kafka_log if kafka.mode == "local" else ""),
+        postgres_ready())
+
+
+def _purge(home: Path) -> None:
+    """Delete only what ``up`` creates: ``home`` may be a directory holding other things."""
+    for name in PURGED:
+        path = home / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)

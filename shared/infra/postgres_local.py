@@ -1,0 +1,110 @@
+"""A project-local PostgreSQL cluster run with the server binaries from Debian's package.
+
+PostgreSQL refuses to run as root, so as root every server command runs as the
+``postgres`` user through ``runuser`` and the directories it writes are handed to that user.
+fsync stays on unless ``postgres_fast`` asks otherwise: crash-safety of commits is part of
+what the project tests.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import asyncpg
+
+from shared.config import Settings
+from shared.infra import processes
+from shared.infra.errors import InfraError
+
+RUN_AS = "postgres"
+
+
+def data_dir(home: Path) -> Path:
+    """Also the marker that tells our postmaster apart from other PostgreSQL servers."""
+    return home / "pgdata"
+
+
+def url(port: int, database: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+
+
+def running(home: Path) -> tuple[int, int] | None:
+    """(pid, port) from ``postmaster.pid``, if that process still serves this data dir."""
+    try:
+        lines = (data_dir(home) / "postmaster.pid").read_text().splitlines()
+        pid, port = int(lines[0]), int(lines[3])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (pid, port) if processes.is_alive(pid, str(data_dir(home))) else None
+
+
+def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
+    """Initialise the cluster once, start it detached, and return the postmaster's pid."""
+    data, sockets, log = data_dir(home), home / "pg-run", settings.logs_dir.resolve() / "postgres.log"
+    _check_reachable(home)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    for path in (sockets, data):
+        path.mkdir(mode=0o700, exist_ok=True)
+    for path in (sockets, data, log):
+        _give_to_server_user(path)
+    if not (data / "PG_VERSION").exists():
+        _run([bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-locale"],
+             "initdb")
+    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))} -c max_connections=300"
+    if settings.postgres_fast:
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    _run([bindir / "pg_ctl", "-D", data, "-l", log, "-w", "-t", "30", "-o", options, "start"], "pg_ctl start")
+    if (serving := running(home)) is None:
+        raise InfraError(f"PostgreSQL did not stay up; see {log}")
+    return serving[0]
+
+
+def stop(bindir: Path, home: Path) -> None:
+    if running(home) is not None:
+        _run([bindir / "pg_ctl", "-D", data_dir(home), "-m", "fast", "-w", "-t", "30", "stop"], "pg_ctl stop")
+
+
+async def ensure_database(port: int, name: str) -> None:
+    """Create the application database on first start; a no-op afterwards."""
+    connection = await asyncpg.connect(url(port, "postgres"), timeout=10)
+    try:
+        if not await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+
+
+def _run(command: list[object], what: str) -> None:
+    argv = [str(part) for part in command]
+    if os.geteuid() == 0:
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        if runuser is None:
+            raise InfraError("runuser not found: install it with `apt-get install -y util-linux`")
+        argv = [runuser, "-u", RUN_AS, "--", *argv]
+    result = subprocess.run(argv, capture_output=True, text=True, start_new_session=True)
+    if result.returncode != 0:
+        raise InfraError(f"{what} failed: {(result.stdout + result.stderr).strip()[-2000:]}")
+
+
+def _give_to_server_user(path: Path) -> None:
+    if os.geteuid() == 0:
+        user = pwd.getpwnam(RUN_AS)
+        os.chown(path, user.pw_uid, user.pw_gid)
+
+
+def _check_reachable(home: Path) -> None:
+    """As root, the postgres user must be able to walk down to ``home``; say so instead of failing in initdb."""
+    if os.geteuid() != 0:
+        return
+    uid = pwd.getpwnam(RUN_AS).pw_uid
+    for directory in [home, *home.parents]:
+        info = directory.stat()
+        if not (info.st_mode & 0o001 or (info.st_uid == uid and info.st_mode & 0o100)):
+            raise InfraError(f"user {RUN_AS} cannot enter {directory}, so PostgreSQL cannot use {home}: "
+                             f"`chmod o+x {directory}` or choose another INTENTLEDGER_HOME")

@@ -1,0 +1,136 @@
+"""The local infrastructure against real processes: a broker from Maven jars, a real PostgreSQL.
+
+Each module run gets its own home and free ports (never the defaults, which a developer's
+own `infra up` may hold), and purges everything at the end. The infra functions block, so
+async tests call them through ``asyncio.to_thread`` as chaos tests will.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from shared.config import Endpoints, Settings
+from shared.infra import down, pause_kafka, resume_kafka, start_kafka, status, stop_kafka, up
+from shared.infra.ports import free_port
+from shared.infra.processes import is_alive
+from shared.infra.readiness import kafka_answers
+
+pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def settings() -> Iterator[Settings]:
+    root = Path(tempfile.mkdtemp(prefix="intentledger-infra-"))
+    root.chmod(0o755)  # PostgreSQL runs as user postgres and must reach its data dir
+    ports: set[int] = set()
+    while len(ports) < 3:
+        ports.add(free_port())
+    kafka_port, controller_port, postgres_port = sorted(ports)
+    configured = Settings(home=root / "home", kafka_bootstrap=None, database_url=None, infra_mode="local",
+                          kafka_port=kafka_port, kafka_controller_port=controller_port, postgres_port=postgres_port)
+    yield configured
+    down(configured, purge=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def endpoints(settings: Settings) -> Endpoints:
+    return up(settings)
+
+
+async def test_up_starts_kafka_and_postgres_that_answer(endpoints: Endpoints) -> None:
+    topic = await _create_topic(endpoints.kafka_bootstrap)
+    await _produce(endpoints.kafka_bootstrap, topic, b"first")
+
+    assert await _consume_all(endpoints.kafka_bootstrap, topic) == [b"first"]
+    connection = await asyncpg.connect(endpoints.database_url)
+    try:
+        assert await connection.fetchval("SELECT 1") == 1
+    finally:
+        await connection.close()
+
+
+async def test_second_up_is_a_no_op_with_the_same_endpoints(settings: Settings, endpoints: Endpoints) -> None:
+    before = await asyncio.to_thread(status, settings)
+
+    again = await asyncio.to_thread(up, settings)
+
+    after = await asyncio.to_thread(status, settings)
+    assert again == endpoints
+    assert {name: s["pid"] for name, s in after.items()} == {name: s["pid"] for name, s in before.items()}
+    assert Settings(home=settings.home, kafka_bootstrap=None, database_url=None).endpoints == endpoints
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
+async def test_kafka_restart_keeps_topics_and_records(settings: Settings, endpoints: Endpoints, hard: bool) -> None:
+    topic = await _create_topic(endpoints.kafka_bootstrap)
+    await _produce(endpoints.kafka_bootstrap, topic, b"before restart")
+
+    await asyncio.to_thread(stop_kafka, settings, hard=hard)
+    assert (await asyncio.to_thread(status, settings))["kafka"]["alive"] is False
+    bootstrap = await asyncio.to_thread(start_kafka, settings)
+
+    assert bootstrap == endpoints.kafka_bootstrap
+    assert await _consume_all(bootstrap, topic) == [b"before restart"]
+
+
+async def test_paused_kafka_stops_answering_until_resumed(settings: Settings, endpoints: Endpoints) -> None:
+    await asyncio.to_thread(pause_kafka, settings)
+    try:
+        assert not await kafka_answers(endpoints.kafka_bootstrap, timeout=2.0)
+    finally:
+        await asyncio.to_thread(resume_kafka, settings)
+
+    assert await kafka_answers(endpoints.kafka_bootstrap, timeout=10.0)
+
+
+async def test_down_stops_both_processes(settings: Settings, endpoints: Endpoints) -> None:
+    pids = {name: s["pid"] for name, s in (await asyncio.to_thread(status, settings)).items()}
+    assert all(pids.values())
+
+    await asyncio.to_thread(down, settings)
+
+    assert not any(is_alive(pid) for pid in pids.values())
+    assert not any(s["alive"] for s in (await asyncio.to_thread(status, settings)).values())
+
+
+async def _create_topic(bootstrap: str) -> str:
+    topic = f"infra-test-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    return topic
+
+
+async def _produce(bootstrap: str, topic: str, value: bytes) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=b"key")
+    finally:
+        await producer.stop()
+
+
+async def _consume_all(bootstrap: str, topic: str) -> list[bytes]:
+    """Every record in the topic, read by a fresh consumer group from the beginning."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{uuid.uuid4().hex[:8]}",
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        batches = await consumer.getmany(timeout_ms=15_000, max_records=100)
+        return [record.value for records in batches.values() for record in records]
+    finally:
+        await consumer.stop()

@@ -78,7 +78,7 @@ def ensure_postgres(settings: Settings, home: Path, state: InfraState, taken: se
         pid = postgres_local.start(settings, postgres_bindir(), home, port)
         state.postgres = _local_postgres(settings, pid, port)
         say(f"started PostgreSQL (local, pid {pid}) at {state.postgres.endpoint}, "
-            f"log {settings.logs_dir.resolve() / 'postgres.log'}")
+            f"log {postgres_local.log_file(settings, home)}")
 
 
 def docker_wanted(settings: Settings) -> bool:

@@ -126,6 +126,8 @@ async def _ready(settings: Settings, home: Path, state: InfraState) -> None:
 
 def _purge(home: Path) -> None:
     """Delete only what ``up`` creates: ``home`` may be a directory holding other things."""
+    if (root := postgres_local.server_root(home)) != home:
+        shutil.rmtree(root, ignore_errors=True)
     for name in PURGED:
         path = home / name
         if path.is_dir():

@@ -8,6 +8,7 @@ what the project tests.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shlex
@@ -22,11 +23,27 @@ from shared.infra import processes
 from shared.infra.errors import InfraError
 
 RUN_AS = "postgres"
+FALLBACK_ROOT = Path("/var/lib/postgresql/intentledger")
+
+
+def server_root(home: Path) -> Path:
+    """Where the cluster's data, socket and log live: ``home`` when the server user can reach
+    it. As root, a checkout inside a private folder (``mktemp -d`` makes mode 0700) is out of
+    the postgres user's reach; the cluster then lives under the server user's own
+    /var/lib/postgresql, one folder per home, instead of failing in initdb."""
+    if os.geteuid() != 0 or _reachable_by_server_user(home):
+        return home
+    return FALLBACK_ROOT / hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
 
 
 def data_dir(home: Path) -> Path:
     """Also the marker that tells our postmaster apart from other PostgreSQL servers."""
-    return home / "pgdata"
+    return server_root(home) / "pgdata"
+
+
+def log_file(settings: Settings, home: Path) -> Path:
+    root = server_root(home)
+    return settings.logs_dir.resolve() / "postgres.log" if root == home else root / "postgres.log"
 
 
 def url(port: int, database: str) -> str:
@@ -45,8 +62,11 @@ def running(home: Path) -> tuple[int, int] | None:
 
 def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
     """Initialise the cluster once, start it detached, and return the postmaster's pid."""
-    data, sockets, log = data_dir(home), home / "pg-run", settings.logs_dir.resolve() / "postgres.log"
-    _check_reachable(home)
+    root = server_root(home)
+    data, sockets, log = data_dir(home), root / "pg-run", log_file(settings, home)
+    if root != home:
+        root.mkdir(parents=True, exist_ok=True)
+        _give_to_server_user(root)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
     for path in (sockets, data):
@@ -98,13 +118,12 @@ def _give_to_server_user(path: Path) -> None:
         os.chown(path, user.pw_uid, user.pw_gid)
 
 
-def _check_reachable(home: Path) -> None:
-    """As root, the postgres user must be able to walk down to ``home``; say so instead of failing in initdb."""
-    if os.geteuid() != 0:
-        return
+def _reachable_by_server_user(home: Path) -> bool:
     uid = pwd.getpwnam(RUN_AS).pw_uid
     for directory in [home, *home.parents]:
+        if not directory.exists():
+            continue
         info = directory.stat()
         if not (info.st_mode & 0o001 or (info.st_uid == uid and info.st_mode & 0o100)):
-            raise InfraError(f"user {RUN_AS} cannot enter {directory}, so PostgreSQL cannot use {home}: "
-                             f"`chmod o+x {directory}` or choose another INTENTLEDGER_HOME")
+            return False
+    return True

@@ -33,6 +33,9 @@ _RETRYABLE_POSTGRES = (
     asyncpg.exceptions.QueryCanceledError,
 )
 
+_LOCAL_FILE_ERRORS = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                      NotADirectoryError)
+
 _RECORD_REJECTED_BY_KAFKA = (
     kafka_errors.MessageSizeTooLargeError,
     kafka_errors.RecordTooLargeError,
@@ -61,8 +64,10 @@ def is_retryable(error: BaseException) -> bool:
         return False
     if isinstance(error, _RETRYABLE_POSTGRES):
         return True
+    if isinstance(error, _LOCAL_FILE_ERRORS):
+        return False
     if isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError)):
-        return True
+        return True  # asyncio reports refused connections as a bare OSError
     if isinstance(error, kafka_errors.KafkaError):
         return not isinstance(error, _RECORD_REJECTED_BY_KAFKA)
     return False

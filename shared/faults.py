@@ -37,17 +37,31 @@ class FaultRule:
 def parse_rules(spec: str) -> dict[str, FaultRule]:
     rules: dict[str, FaultRule] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
-        point, _, action_spec = item.partition("=")
+        point, _, action_spec = (part.strip() for part in item.partition("="))
         action_spec, _, nth = action_spec.partition("@")
         action, _, argument = action_spec.partition(":")
-        if action not in {"exit", "drop", "delay"} or not point:
-            raise ValueError(f"bad fault rule {item!r}: want point=exit|drop|delay:S[@N]")
-        rules[point.strip()] = FaultRule(
-            action=action,
-            argument=float(argument) if argument else None,
-            nth=int(nth) if nth else None,
-        )
+        if point in rules:
+            raise ValueError(f"bad fault rule {item!r}: {point} already has a rule")
+        rules[point] = _rule(item, point, action, argument, nth)
     return rules
+
+
+def _rule(item: str, point: str, action: str, argument: str, nth: str) -> FaultRule:
+    """Refuse rules that would silently never fire or mean something else than they say."""
+    wanted = "want point=exit|drop|delay:SECONDS, optionally @N with N >= 1"
+    valid = (
+        point
+        and action in {"exit", "drop", "delay"}
+        and (action == "delay") == bool(argument)
+        and (not nth or nth.isdigit() and int(nth) >= 1)
+    )
+    try:
+        seconds = float(argument) if argument else None
+    except ValueError:
+        valid = False
+    if not valid or (seconds is not None and seconds < 0):
+        raise ValueError(f"bad fault rule {item!r}: {wanted}")
+    return FaultRule(action=action, argument=seconds, nth=int(nth) if nth else None)
 
 
 _rules = parse_rules(os.environ.get("INTENTLEDGER_FAULTS", ""))

@@ -80,8 +80,10 @@ async def _send_ping(pool, run_id: str) -> Envelope:
     event = Envelope.new(event_type="PingSent", run_id=run_id, producer="demo",
                          payload={"ping": run_id})
     async with UnitOfWork(pool, "demo") as uow:
-        await advance(uow.connection, PINGS, run_id, to_state="sent", version=1,
-                      transitions=TRANSITIONS) is Advance.APPLIED or _fail("ping exists")
+        outcome = await advance(uow.connection, PINGS, run_id, to_state="sent", version=1,
+                                transitions=TRANSITIONS)
+        if outcome is not Advance.APPLIED:
+            raise RuntimeError(f"ping {run_id} already exists ({outcome.value})")
         uow.emit(TOPIC, event)
         await uow.commit()
     print(f"committed state + outbox row in one transaction:\n{json.dumps(event.model_dump(mode='json'), indent=2)}")
@@ -114,7 +116,3 @@ async def _wait_until(predicate, timeout: float) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.05)
-
-
-def _fail(message: str) -> None:
-    raise RuntimeError(message)

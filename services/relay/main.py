@@ -15,9 +15,11 @@ from services.relay.wakeup import OutboxWakeup
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
+from shared.retry import dependency_backoff
 
 log = logging.getLogger(__name__)
 APPLICATION_NAME = "intentledger-relay"
+STARTUP_PATIENCE_S = 120.0
 
 
 async def run_relay(settings: Settings, relay_settings: RelaySettings | None = None,
@@ -27,11 +29,16 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
     relay_settings = relay_settings or RelaySettings()
     stopping = stopping or _stop_on_signals()
     endpoints = settings.endpoints
-    pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
-                           max_size=relay_settings.workers + 2)
     producers = ProducerHandle(
         lambda: new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes))
-    await producers.start()
+    # In a cluster the relay may start before Kafka or PostgreSQL answers: wait, bounded.
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+        with attempt:
+            pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
+                                   max_size=relay_settings.workers + 2)
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+        with attempt:
+            await producers.start()
     relay = Relay(pool, producers, relay_settings, metrics)
     wakeup = OutboxWakeup(endpoints.database_url, APPLICATION_NAME)
     log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)

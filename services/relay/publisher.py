@@ -47,8 +47,7 @@ class ProducerHandle:
         self.replacements = 0
 
     async def start(self) -> None:
-        self.current = self._factory()
-        await self.current.start()
+        self.current = await self._started()
 
     async def replace_if_broken(self, producer: AIOKafkaProducer, error: BaseException) -> None:
         if not isinstance(error, PRODUCER_SESSION_ERRORS):
@@ -56,9 +55,7 @@ class ProducerHandle:
         async with self._lock:
             if producer is not self.current:
                 return  # another worker already replaced it
-            fresh = self._factory()
-            await fresh.start()
-            self.current = fresh
+            self.current = await self._started()
             self.replacements += 1
             log.warning("replaced the Kafka producer after %s", type(error).__name__)
         try:
@@ -69,6 +66,15 @@ class ProducerHandle:
     async def stop(self) -> None:
         if self.current is not None:
             await self.current.stop()
+
+    async def _started(self) -> AIOKafkaProducer:
+        producer = self._factory()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # releases the client it opened; the caller retries
+            raise
+        return producer
 
 
 def new_producer(bootstrap: str, max_message_bytes: int) -> AIOKafkaProducer:

@@ -31,15 +31,15 @@ def to_record(row, max_message_bytes: int) -> KafkaRecord | Unpublishable:
     older version, or corrupted. The envelope checks themselves run in the claim query.
     """
     position = row["position"]
-    if not _TOPIC.match(row["topic"] or ""):
+    if not _TOPIC.fullmatch(row["topic"] or "") or row["topic"] in {".", ".."}:
         return Unpublishable(position, f"invalid topic name {row['topic']!r}")
     if not row["envelope_matches_row"]:
         return Unpublishable(position, "envelope is not an object whose event_id, run_id and "
                                        "event_type match the row's event_id and partition key")
     if not row["headers_are_object"]:
         return Unpublishable(position, "headers must be a JSON object")
-    value = row["envelope"].encode()
-    size = len(value) + len(row["headers"]) + len(row["partition_key"])  # headers: an upper bound
+    value, key = row["envelope"].encode(), row["partition_key"].encode()
+    size = len(value) + len(row["headers"].encode()) + len(key)  # headers: an upper bound
     if size > max_message_bytes:
         return Unpublishable(position, f"oversized: {size} bytes > limit {max_message_bytes}")
     headers = json.loads(row["headers"])
@@ -47,4 +47,4 @@ def to_record(row, max_message_bytes: int) -> KafkaRecord | Unpublishable:
         encoded = [(name, text.encode()) for name, text in headers.items()]
     except AttributeError:
         return Unpublishable(position, "header values must be strings")
-    return KafkaRecord(position, row["topic"], row["partition_key"].encode(), value, encoded)
+    return KafkaRecord(position, row["topic"], key, value, encoded)

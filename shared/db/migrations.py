@@ -32,7 +32,7 @@ class Migration:
 
 def load(source: str, folder: Path) -> list[Migration]:
     """Files named ``NNNN_description.sql``, versioned as ``source/NNNN_description``."""
-    return [Migration(f"{source}/{path.stem}", path.read_text())
+    return [Migration(f"{source}/{path.stem}", path.read_text(encoding="utf-8"))
             for path in sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql"))]
 
 

@@ -24,6 +24,7 @@ from aiokafka import ConsumerRecord
 
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
+from shared.logs import log_context
 from shared.messaging.envelope import Envelope, decode
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class IdempotentConsumer:
                     await self._apply_isolated(uow, record, item, report)
                     fresh.discard(item.event_id)
                 else:
-                    await self._handler(uow, item)
+                    with _logged(item):
+                        await self._handler(uow, item)
                     fresh.discard(item.event_id)  # a second copy in this batch is a duplicate
                     report.applied += 1
             await uow.commit()
@@ -93,7 +95,8 @@ class IdempotentConsumer:
                               envelope: Envelope, report: BatchReport) -> None:
         try:
             async with uow.savepoint():
-                await self._handler(uow, envelope)
+                with _logged(envelope):
+                    await self._handler(uow, envelope)
             report.applied += 1
         except Exception as error:
             if is_retryable(error):
@@ -113,6 +116,12 @@ class IdempotentConsumer:
             _headers_json(record.headers), record.value,
         )
         report.dead_lettered.append(reason)
+
+
+def _logged(envelope: Envelope):
+    """Every log line a handler writes names the run, the event and the business intent."""
+    return log_context(run_id=envelope.run_id, event_id=envelope.event_id,
+                       operation_key=envelope.payload.get("operation_key"))
 
 
 def _headers_json(headers: Sequence[tuple[str, bytes]] | None) -> str:

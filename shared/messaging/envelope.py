@@ -48,7 +48,7 @@ class Envelope(BaseModel):
             occurred_at=datetime.now(UTC),
             run_id=run_id,
             producer=producer,
-            correlation_id=causation.correlation_id if causation else run_id,
+            correlation_id=(causation.correlation_id or causation.run_id) if causation else run_id,
             causation_id=causation.event_id if causation else None,
             traceparent=traceparent or (causation.traceparent if causation else None),
             payload=payload,
@@ -74,7 +74,7 @@ def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Enve
         raise PermanentError(f"value is not an event envelope: {error}") from error
     header_values = {name: raw.decode(errors="replace") for name, raw in headers or []}
     expected = envelope.headers()
-    for name in ("event_id", "event_type", "run_id"):
-        if name in header_values and header_values[name] != expected[name]:
+    for name in _HEADER_FIELDS:
+        if name in header_values and header_values[name] != expected.get(name):
             raise PermanentError(f"header {name}={header_values[name]!r} disagrees with the value")
     return envelope

@@ -5,6 +5,7 @@ from aiokafka import AIOKafkaProducer
 
 from shared import faults
 from shared.errors import RetryableError
+from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.envelope import Envelope
 from tests.support.consumers import consuming
 from tests.support.kafka import create_topic, unique_topic, wait_for
@@ -87,8 +88,7 @@ async def test_a_retryable_failure_redelivers_the_batch_and_applies_it_once(prob
             raise RetryableError("database briefly unavailable")
         await probe.apply(uow, envelope)
 
-    consumer = probe.consumer()
-    consumer._handler = flaky
+    consumer = IdempotentConsumer("probe", probe.schema, probe.pool, flaky)
     await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(_seen("a", 1))])
     async with consuming(endpoints.kafka_bootstrap, consumer, probe.topic):
         assert await wait_for(lambda: _applied_is(probe, 1), timeout=30)

@@ -5,6 +5,9 @@ import uuid
 
 import pytest
 
+from services.relay.publisher import ProducerHandle
+from services.relay.relay import Relay
+from services.relay.settings import RelaySettings
 from shared.messaging.envelope import Envelope
 from tests.support.kafka import copies_per_event, create_topic, header, read_topic, unique_topic, wait_for
 from tests.support.probe import Probe
@@ -76,3 +79,24 @@ async def test_relay_reconnects_and_listens_again_after_its_connections_are_term
 
 async def _status_is(probe: Probe, expected: dict[str, int]) -> bool:
     return await probe.outbox_status() == expected
+
+
+async def test_retention_deletes_only_published_rows_older_than_the_window(pool, endpoints):
+    topic = unique_topic()
+    await create_topic(endpoints.kafka_bootstrap, topic)
+    probe = await Probe(pool, topic).create()
+    await probe.emit(["old", "recent"], per_key=2)
+    async with running_relay(endpoints, probe.schema):
+        assert await wait_for(lambda: _status_is(probe, {"published": 4}), timeout=15)
+    await probe.insert_raw_outbox(event_id=uuid.uuid4(), topic="bad topic!", key="k", envelope="{}")
+    async with running_relay(endpoints, probe.schema):
+        assert await wait_for(lambda: _status_is(probe, {"published": 4, "parked": 1}), timeout=15)
+    await probe.fetchval("UPDATE {s}.outbox SET published_at = now() - interval '5 days', "
+                         "created_at = now() - interval '5 days' "
+                         "WHERE partition_key = 'old' OR status = 'parked'")
+    await probe.emit(["pending-one"], per_key=1)
+
+    relay = Relay(pool, ProducerHandle(lambda: None), RelaySettings(schemas=[probe.schema],
+                                                                    retention_hours=72))
+    assert await relay.purge_published() == 2
+    assert await probe.outbox_status() == {"published": 2, "parked": 1, "pending": 1}

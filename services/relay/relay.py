@@ -22,7 +22,7 @@ from shared.errors import is_retryable
 from shared.retry import backoff_delay
 
 log = logging.getLogger(__name__)
-MAX_BATCHES_PER_CLAIM = 20
+BATCHES_PER_TURN = 20
 """A worker moves on after this many batches so one hot shard cannot starve the others."""
 
 
@@ -58,7 +58,7 @@ class Relay:
                 continue
             more = False
             try:
-                for _ in range(MAX_BATCHES_PER_CLAIM):
+                for _ in range(BATCHES_PER_TURN):
                     more = await self.relay_batch(schema, shard) == self._settings.batch_size
                     if stopping.is_set() or not more:
                         break

@@ -1,0 +1,1 @@
+"""proposal-intake: turns what agents publish on ``agent.proposals`` into named intents."""

@@ -41,7 +41,7 @@ async def probe(pool, endpoints):
     return await Probe(pool, topic).create()
 
 
-async def test_an_event_delivered_twice_at_two_offsets_is_applied_once(probe, endpoints):
+async def test_an_event_delivered_twice_in_one_batch_is_applied_once(probe, endpoints):
     event = _seen("a", 1)
     await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(event), _record(event),
                                                             _record(_seen("a", 2))])
@@ -51,6 +51,19 @@ async def test_an_event_delivered_twice_at_two_offsets_is_applied_once(probe, en
                                 event.event_id) == 1
     assert await probe.fetchval("SELECT version FROM {s}.items WHERE id = 'a'") == 2
     assert await probe.fetchval("SELECT count(*) FROM {s}.dead_letters") == 0
+
+
+async def test_a_copy_arriving_in_a_later_batch_is_recognised_by_the_inbox(probe, endpoints):
+    event = _seen("a", 1)
+    consumer = probe.consumer()
+    async with consuming(endpoints.kafka_bootstrap, consumer, probe.topic):
+        await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(event)])
+        assert await wait_for(lambda: _applied_is(probe, 1), timeout=30)
+        await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(event), _record(_seen("a", 2))])
+        assert await wait_for(lambda: _applied_is(probe, 2), timeout=30)
+    assert consumer.totals.duplicates == 1
+    assert await probe.fetchval("SELECT count(*) FROM {s}.applied WHERE event_id = $1",
+                                event.event_id) == 1
 
 
 async def test_poison_records_are_dead_lettered_with_a_reason_and_the_rest_applied(probe, endpoints):
@@ -65,13 +78,15 @@ async def test_poison_records_are_dead_lettered_with_a_reason_and_the_rest_appli
         tuple(bad_header),
         (b"a", b'{"event_id": "nope"}', []),
         _record(good[1]),
+        _record(_seen("a", 4)),  # a gap: version 3 never came
     ])
     async with consuming(endpoints.kafka_bootstrap, probe.consumer(), probe.topic):
         assert await wait_for(lambda: _applied_is(probe, 3), timeout=30)
-        assert await wait_for(lambda: _dead_letters_are(probe, 3), timeout=10)
+        assert await wait_for(lambda: _dead_letters_are(probe, 4), timeout=10)
     reasons = sorted(r["reason"] for r in await probe.fetch("SELECT reason FROM {s}.dead_letters"))
     assert any("not an event envelope" in r for r in reasons)
     assert any("b seq 5: illegal" in r for r in reasons)
+    assert any("a seq 4: illegal" in r for r in reasons)
     assert await probe.fetchval("SELECT array_agg(seq ORDER BY n) FROM {s}.applied WHERE item = 'a'") == [1, 2]
     # the out-of-order event is not re-applied on redelivery: its id is in the inbox
     assert await probe.fetchval("SELECT count(*) FROM {s}.inbox WHERE event_id = $1",

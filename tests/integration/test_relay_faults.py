@@ -28,10 +28,12 @@ async def test_kill_9_after_publish_before_mark_republishes_and_the_consumer_app
     crashing = ServiceProcess("relay", endpoints, tmp_path / "relay-1.log",
                               faults="relay.after_publish_before_mark=delay:600",
                               env=relay_env(probe.schema)).start()
-    first = await read_topic(endpoints.kafka_bootstrap, probe.topic, until=1, timeout=60)
-    assert [header(r, "event_id") for r in first] == [str(event.event_id)]
-    assert await probe.outbox_status() == {"pending": 1}  # published, not yet marked
-    assert crashing.kill9() == -9
+    try:
+        first = await read_topic(endpoints.kafka_bootstrap, probe.topic, until=1, timeout=60)
+        assert [header(r, "event_id") for r in first] == [str(event.event_id)]
+        assert await probe.outbox_status() == {"pending": 1}  # published, not yet marked
+    finally:
+        assert crashing.kill9() == -9
 
     restarted = ServiceProcess("relay", endpoints, tmp_path / "relay-2.log",
                                env=relay_env(probe.schema)).start()
@@ -73,7 +75,7 @@ async def test_two_relays_drain_10000_rows_in_per_key_order_each_applied_once(
     events = await probe.emit(keys, per_key=250, batch=1000)
     assert len(events) == 10_000
     relays = [ServiceProcess("relay", endpoints, tmp_path / f"relay-{n}.log",
-                             env=relay_env(probe.schema, batch_size=200, workers=2)).start()
+                             env=relay_env(probe.schema, batch_size=20, workers=2)).start()
               for n in (1, 2)]
     try:
         assert await wait_for(lambda: _status_is(probe, {"published": 10_000}), timeout=180)

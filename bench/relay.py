@@ -133,7 +133,7 @@ def _plot(result: dict, lag_samples: list[float], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, (throughput, lag) = plt.subplots(1, 2, figsize=(11, 4))
-    names = ["relay\n(batch 1000)", "relay\n(batch 1)", "raw aiokafka\n(no database)"]
+    names = ["relay\n(batch 1000)", "relay\n(batch 1)", "raw aiokafka send()\n(no database)"]
     values = [result["events_per_s"], result["batch1_events_per_s"], result["raw_kafka_events_per_s"]]
     throughput.bar(names, values, color=["#2b6cb0", "#a0aec0", "#68d391"])
     throughput.set_ylabel("events / s")

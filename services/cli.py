@@ -49,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(run_relay(settings))
         return 0
     if args.command == "demo":
+        import logging
+
         from services.demo import run_demo
+
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # start-up chatter, not news
 
         return asyncio.run(run_demo(settings))
     return 2

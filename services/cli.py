@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 
     serve = commands.add_parser("serve", help="run one service in the foreground")
-    serve.add_argument("service", choices=["relay"])
+    serve.add_argument("service", choices=["relay", "proposal-intake"])
     serve.add_argument("--log-level", default="INFO")
 
     commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
@@ -44,9 +44,14 @@ def main(argv: list[str] | None = None) -> int:
         from shared.logs import configure_logging
 
         configure_logging(args.log_level, service=args.service)
-        from services.relay.main import run_relay
+        if args.service == "relay":
+            from services.relay.main import run_relay
 
-        asyncio.run(run_relay(settings))
+            asyncio.run(run_relay(settings))
+        else:
+            from services.proposal_intake.main import run_intake
+
+            asyncio.run(run_intake(settings))
         return 0
     if args.command == "demo":
         import logging

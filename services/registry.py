@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
+
 from shared.config import Settings
 from shared.db.migrations import migrate, plan_for
 from shared.db.pool import open_pool
@@ -19,8 +21,16 @@ class ServiceSchema:
 
 
 SCHEMAS = (
+    ServiceSchema("proposal_intake", _HERE / "proposal_intake" / "migrations"),
     ServiceSchema("demo", _HERE / "demo" / "migrations"),
 )
+
+
+async def migrate_service(pool: asyncpg.Pool, schema: str) -> list[str]:
+    """Services migrate their own schema at start (and ``intentledger migrate`` does all)."""
+    spec = next(spec for spec in SCHEMAS if spec.schema == schema)
+    async with pool.acquire() as conn:
+        return await migrate(conn, spec.schema, plan_for(spec.migrations))
 
 
 async def migrate_all(settings: Settings) -> dict[str, list[str]]:

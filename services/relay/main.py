@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 
 from services.relay.metrics import RelayMetrics
@@ -16,6 +15,7 @@ from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
 from shared.retry import dependency_backoff
+from shared.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 APPLICATION_NAME = "intentledger-relay"
@@ -27,7 +27,7 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
                     metrics: RelayMetrics | None = None) -> None:
     """Run until ``stopping`` is set (SIGTERM/SIGINT set it when run from the CLI)."""
     relay_settings = relay_settings or RelaySettings()
-    stopping = stopping or _stop_on_signals()
+    stopping = stopping or stop_on_signals()
     endpoints = settings.endpoints
     producers = ProducerHandle(
         lambda: new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes))
@@ -86,11 +86,3 @@ async def _every(seconds: float, job: Callable[[], Awaitable[object]],
             await asyncio.wait_for(stopping.wait(), seconds)
         except TimeoutError:
             pass
-
-
-def _stop_on_signals() -> asyncio.Event:
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-    return stopping

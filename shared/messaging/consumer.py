@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import asyncpg
 from aiokafka import ConsumerRecord
@@ -28,7 +30,21 @@ from shared.logs import log_context
 from shared.messaging.envelope import Envelope, decode
 
 log = logging.getLogger(__name__)
-Handler = Callable[[UnitOfWork, Envelope], Awaitable[None]]
+Handler = Callable[[UnitOfWork, Any], Awaitable[None]]
+
+
+class Identified(Protocol):
+    """What a decoder yields: anything with the id the inbox deduplicates on."""
+
+    event_id: uuid.UUID
+
+
+Decoder = Callable[[ConsumerRecord], Identified]
+
+
+def decode_envelope(record: ConsumerRecord) -> Envelope:
+    """The default: our own events, deduplicated by the event id minted at the outbox."""
+    return decode(record.value, record.headers)
 
 
 @dataclass
@@ -44,8 +60,10 @@ class BatchReport:
 
 
 class IdempotentConsumer:
-    def __init__(self, name: str, schema: str, pool: asyncpg.Pool, handler: Handler) -> None:
+    def __init__(self, name: str, schema: str, pool: asyncpg.Pool, handler: Handler,
+                 decoder: Decoder = decode_envelope) -> None:
         self.name = name
+        self._decoder = decoder
         self.schema = schema
         self._pool = pool
         self._handler = handler
@@ -66,15 +84,15 @@ class IdempotentConsumer:
 
     async def _apply_batch(self, records: Sequence[ConsumerRecord], isolate: bool) -> BatchReport:
         report = BatchReport()
-        decoded: list[tuple[ConsumerRecord, Envelope | PermanentError]] = []
+        decoded: list[tuple[ConsumerRecord, Identified | PermanentError]] = []
         for record in records:
             try:
-                decoded.append((record, decode(record.value, record.headers)))
+                decoded.append((record, self._decoder(record)))
             except PermanentError as error:
                 decoded.append((record, error))
         async with UnitOfWork(self._pool, self.schema) as uow:
             fresh = await uow.claim(self.name, [item.event_id for _, item in decoded
-                                                if isinstance(item, Envelope)])
+                                                if not isinstance(item, PermanentError)])
             for record, item in decoded:
                 if isinstance(item, PermanentError):
                     await self._dead_letter(uow, record, None, str(item), report)
@@ -92,7 +110,7 @@ class IdempotentConsumer:
         return report
 
     async def _apply_isolated(self, uow: UnitOfWork, record: ConsumerRecord,
-                              envelope: Envelope, report: BatchReport) -> None:
+                              envelope: Identified, report: BatchReport) -> None:
         try:
             async with uow.savepoint():
                 with _logged(envelope):
@@ -104,7 +122,7 @@ class IdempotentConsumer:
             await self._dead_letter(uow, record, envelope, f"{type(error).__name__}: {error}", report)
 
     async def _dead_letter(self, uow: UnitOfWork, record: ConsumerRecord,
-                           envelope: Envelope | None, reason: str, report: BatchReport) -> None:
+                           envelope: Identified | None, reason: str, report: BatchReport) -> None:
         log.error("%s: dead-lettering %s[%d]@%d: %s", self.name, record.topic,
                   record.partition, record.offset, reason)
         await uow.connection.execute(
@@ -118,10 +136,11 @@ class IdempotentConsumer:
         report.dead_lettered.append(reason)
 
 
-def _logged(envelope: Envelope):
+def _logged(item: Identified):
     """Every log line a handler writes names the run, the event and the business intent."""
-    return log_context(run_id=envelope.run_id, event_id=envelope.event_id,
-                       operation_key=envelope.payload.get("operation_key"))
+    payload = getattr(item, "payload", None) or {}
+    return log_context(run_id=getattr(item, "run_id", None), event_id=item.event_id,
+                       operation_key=payload.get("operation_key"))
 
 
 def _headers_json(headers: Sequence[tuple[str, bytes]] | None) -> str:

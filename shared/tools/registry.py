@@ -21,6 +21,7 @@ class ToolRegistry(BaseModel):
     tools: tuple[ToolSpec, ...]
 
     _index: dict[tuple[str, str], ToolSpec] = PrivateAttr()
+    _aliases: dict[str, str] = PrivateAttr()
 
     @model_validator(mode="after")
     def _references_resolve(self) -> ToolRegistry:
@@ -42,6 +43,27 @@ class ToolRegistry(BaseModel):
 
     def model_post_init(self, context: Any) -> None:
         self._index = {(tool.name, tool.version): tool for tool in self.tools}
+        self._aliases = {alias: tool.name for tool in self.tools for alias in tool.aliases}
+        clashes = set(self._aliases) & {tool.name for tool in self.tools}
+        if clashes:
+            raise ValueError(f"aliases {sorted(clashes)} are also tool names")
+
+    def resolve(self, name: str, version: str | None) -> ToolSpec:
+        """The tool an agent meant: by name or declared alias; without a version, the only one.
+
+        A missing version is resolved only when the deployment runs exactly one version of the
+        tool; with several, guessing could pick another argument meaning, so it is refused.
+        """
+        name = self._aliases.get(name, name)
+        if version is not None:
+            return self.get(name, version)
+        versions = sorted(v for (n, v) in self._index if n == name)
+        if len(versions) == 1:
+            return self._index[(name, versions[0])]
+        if versions:
+            raise Rejection(RejectionCode.UNKNOWN_TOOL_VERSION, f"tool {name[:64]!r} runs in "
+                            f"versions {', '.join(versions)} here: state tool_version")
+        raise Rejection(RejectionCode.UNKNOWN_TOOL, f"no tool named {name[:64]!r} in this deployment")
 
     def get(self, name: str, version: str) -> ToolSpec:
         tool = self._index.get((name, version))

@@ -40,6 +40,10 @@ class ToolSpec(BaseModel):
     retry: RetryContract
     reconciliation: Reconciliation
     topic: str = Field(pattern=KAFKA_TOPIC_PATTERN)
+    aliases: tuple[str, ...] = Field(default=(), description=(
+        "Other names an agent may use for this tool. OpenAI function names cannot contain "
+        "dots, so a model prompted with `wallet_debit` proposes `wallet.debit` through an alias "
+        "declared here: nothing guesses a mapping."))
 
     _arguments: Draft202012Validator = PrivateAttr()
 

@@ -1,0 +1,67 @@
+"""Pure rules of the intake: from a proposal to a named intent, or to the reason it is refused.
+
+Validation order (DESIGN.md §4): size limits and schema happened before (``limits``,
+``formats``); here come known tool and version, canonical arguments, tenant and resource
+binding (inside canonicalization), the operation key; run state and budgets follow in the
+handler because they need the database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from services.proposal_intake.contracts import ToolCallProposal
+from shared.contracts.intake import ToolIntent
+from shared.ids import new_event_id
+from shared.tools import CanonicalArguments, ToolRegistry, ToolSpec, canonicalize, operation_key
+
+
+class IntakeReason(StrEnum):
+    """Refusals that need the intake's records; stable, agents branch on them."""
+
+    OPERATION_KEY_CONFLICT = "operation_key_conflict"
+    PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
+    RUN_TENANT_MISMATCH = "run_tenant_mismatch"
+    RUN_DEADLINE_PASSED = "run_deadline_passed"
+    RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
+
+
+@dataclass(frozen=True)
+class Named:
+    tool: ToolSpec
+    canonical: CanonicalArguments
+    operation_key: str
+
+
+def name_intent(proposal: ToolCallProposal, registry: ToolRegistry) -> Named:
+    """Raises ``shared.tools.Rejection`` with a stable code when the proposal cannot be named."""
+    tool = registry.resolve(proposal.tool_name, proposal.tool_version)
+    canonical = canonicalize(tool, proposal.tenant_id, proposal.arguments)
+    key = operation_key(tool, proposal.tenant_id, proposal.run_id, canonical,
+                        proposal.caller_operation_key)
+    return Named(tool, canonical, key)
+
+
+def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime) -> ToolIntent:
+    return ToolIntent(
+        run_id=proposal.run_id,
+        provider=proposal.provider,
+        provider_call_id=proposal.provider_call_id,
+        logical_call_id=new_logical_call_id(),
+        operation_key=named.operation_key,
+        tool_name=named.tool.name,
+        tool_version=named.tool.version,
+        arguments_hash=named.canonical.hash,
+        canonical_arguments=named.canonical.value,
+        principal_id=proposal.principal_id,
+        tenant_id=proposal.tenant_id,
+        deadline_at=deadline_at,
+    )
+
+
+def new_logical_call_id() -> uuid.UUID:
+    """Time-ordered like event ids, so calls list in the order they were proposed."""
+    return new_event_id()

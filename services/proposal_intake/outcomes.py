@@ -1,0 +1,63 @@
+"""Writing outcomes: one event on ``agent.results`` for the agent and one on ``ledger.intake``
+for the rest of the ledger, both through the outbox of the consumer's transaction."""
+
+from __future__ import annotations
+
+from services.proposal_intake.contracts import ToolCallProposal
+from services.proposal_intake.domain import Named
+from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
+                                     ProposalOutcome, ToolIntent)
+from shared.db.unit_of_work import UnitOfWork
+from shared.messaging.envelope import Envelope
+from shared.messaging.topics import AGENT_RESULTS, LEDGER_INTAKE
+
+PRODUCER = "proposal-intake"
+
+
+class Outcomes:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    def accepted(self, proposal: ToolCallProposal, intent: ToolIntent) -> None:
+        outcome = _about(proposal, "accepted", logical_call_id=intent.logical_call_id,
+                         operation_key=intent.operation_key, tool_name=intent.tool_name,
+                         tool_version=intent.tool_version, arguments_hash=intent.arguments_hash)
+        self._emit(PROPOSAL_ACCEPTED, proposal.run_id, outcome.model_dump(mode="json"),
+                   intent.model_dump(mode="json"))
+
+    def duplicate(self, proposal: ToolCallProposal, named: Named, existing) -> None:
+        outcome = _about(proposal, "duplicate", logical_call_id=existing["logical_call_id"],
+                         state=existing["state"], **_named(named))
+        payload = outcome.model_dump(mode="json")
+        self._emit(DUPLICATE_PROPOSAL, proposal.run_id, payload, payload)
+
+    def rejected(self, proposal: ToolCallProposal, code: str, message: str,
+                 named: Named | None = None) -> None:
+        outcome = _about(proposal, "rejected", reason_code=str(code), message=message,
+                         **(_named(named) if named else {}))
+        payload = outcome.model_dump(mode="json")
+        self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, payload)
+
+    def rejected_message(self, run_id: str, call_ids: tuple[str, ...] | list[str], code: str,
+                         message: str) -> None:
+        """A whole message refused before its calls could be read: one answer per call id."""
+        for call_id in list(call_ids) or [None]:
+            payload = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
+                                      reason_code=str(code), message=message).model_dump(mode="json")
+            self._emit(PROPOSAL_REJECTED, run_id, payload, payload)
+
+    def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict) -> None:
+        self._uow.emit(AGENT_RESULTS, Envelope.new(event_type=event_type, run_id=run_id,
+                                                   producer=PRODUCER, payload=for_agent))
+        self._uow.emit(LEDGER_INTAKE, Envelope.new(event_type=event_type, run_id=run_id,
+                                                   producer=PRODUCER, payload=for_ledger))
+
+
+def _about(proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
+    return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
+                           call_id=proposal.provider_call_id, provider=proposal.provider, **fields)
+
+
+def _named(named: Named) -> dict:
+    return {"operation_key": named.operation_key, "tool_name": named.tool.name,
+            "tool_version": named.tool.version, "arguments_hash": named.canonical.hash}

@@ -1,0 +1,57 @@
+"""The intake's SQL: runs and logical calls (the idempotency records) in schema proposal_intake."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from shared.contracts.intake import ToolIntent
+
+SCHEMA = "proposal_intake"
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    deadline_at: datetime
+    max_calls: int
+    max_attempts: int
+    cost_limit_minor: int | None
+    currency: str | None
+
+
+async def lock_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, principal_id: str,
+                   limits: RunLimits) -> asyncpg.Record:
+    """Create the run on its first proposal; lock it so a run's proposals apply one at a time."""
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_calls, "
+        "max_attempts, cost_limit_minor, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+        "ON CONFLICT (run_id) DO NOTHING",
+        run_id, tenant_id, principal_id, limits.deadline_at, limits.max_calls,
+        limits.max_attempts, limits.cost_limit_minor, limits.currency)
+    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+
+
+async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"SELECT logical_call_id, arguments_hash, state, run_id FROM {SCHEMA}.logical_calls "
+        "WHERE operation_key = $1", key)
+
+
+async def insert_intent(conn: asyncpg.Connection, intent: ToolIntent) -> bool:
+    """False when the operation key or (run, provider call id) is already taken."""
+    inserted = await conn.fetchval(
+        f"INSERT INTO {SCHEMA}.logical_calls (logical_call_id, operation_key, run_id, provider, "
+        "provider_call_id, tool_name, tool_version, arguments_hash, canonical_arguments, "
+        "principal_id, tenant_id, state, version) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, 'VALIDATED', 1) "
+        "ON CONFLICT DO NOTHING RETURNING logical_call_id",
+        intent.logical_call_id, intent.operation_key, intent.run_id, intent.provider,
+        intent.provider_call_id, intent.tool_name, intent.tool_version, intent.arguments_hash,
+        json.dumps(intent.canonical_arguments), intent.principal_id, intent.tenant_id)
+    if inserted:
+        await conn.execute(f"UPDATE {SCHEMA}.runs SET call_count = call_count + 1 WHERE run_id = $1",
+                           intent.run_id)
+    return inserted is not None

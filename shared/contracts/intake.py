@@ -1,0 +1,54 @@
+"""What the intake says about each proposed call: on ``agent.results`` (⚑) and ``ledger.intake``.
+
+The envelope's ``event_type`` names the outcome (``ProposalAccepted``, ``DuplicateProposal``,
+``ProposalRejected``); these are the payloads. Agents pair an outcome with their tool call by
+``call_id`` (OpenAI ``tool_call_id``, Anthropic ``tool_use_id``), never by position.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROPOSAL_ACCEPTED = "ProposalAccepted"
+DUPLICATE_PROPOSAL = "DuplicateProposal"
+PROPOSAL_REJECTED = "ProposalRejected"
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolIntent(_Contract):
+    """One business intent, durable before anything is dispatched (DESIGN.md §3)."""
+
+    run_id: str
+    provider: str
+    provider_call_id: str
+    logical_call_id: uuid.UUID
+    operation_key: str
+    tool_name: str
+    tool_version: str
+    arguments_hash: str = Field(description="SHA-256 of the RFC 8785 form after the tool's rules.")
+    canonical_arguments: dict[str, Any] = Field(description="Money in integer minor units.")
+    principal_id: str
+    tenant_id: str
+    deadline_at: datetime | None
+
+
+class ProposalOutcome(_Contract):
+    outcome: Literal["accepted", "duplicate", "rejected"]
+    run_id: str
+    call_id: str | None = Field(description="The provider's call id; null if none was readable.")
+    provider: str | None = None
+    logical_call_id: uuid.UUID | None = None
+    operation_key: str | None = None
+    tool_name: str | None = None
+    tool_version: str | None = None
+    arguments_hash: str | None = None
+    state: str | None = Field(default=None, description="For a duplicate: the intent's state now.")
+    reason_code: str | None = Field(default=None, description="Stable, machine-readable.")
+    message: str | None = Field(default=None, description="For people; never parse it.")

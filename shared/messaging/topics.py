@@ -1,0 +1,5 @@
+"""Topic names. ⚑ marks the public contract (DESIGN.md §2): agents and downstream systems use them."""
+
+AGENT_PROPOSALS = "agent.proposals"  # ⚑ in: proposals from agents, any supported format
+AGENT_RESULTS = "agent.results"      # ⚑ out: outcomes agents pair back to their tool calls
+LEDGER_INTAKE = "ledger.intake"      # internal: intake's ledger events, consumed by policy

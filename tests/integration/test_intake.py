@@ -1,0 +1,124 @@
+"""Proposal intake end to end on real Kafka and PostgreSQL: an agent without our SDK publishes
+raw JSON to agent.proposals and reads accepted, duplicate and rejected outcomes on agent.results."""
+
+import json
+
+import pytest
+
+from services.proposal_intake.repository import SCHEMA
+from shared import faults
+from tests.support.intake import answers, generic, ledger, new_run, running_intake, send
+
+pytestmark = pytest.mark.infra
+
+
+def _outcomes(envelopes: list[dict]) -> dict[str, dict]:
+    return {e["payload"]["call_id"]: e["payload"] | {"event_type": e["event_type"]} for e in envelopes}
+
+
+async def _intents(pool, run_id: str) -> int:
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.logical_calls WHERE run_id = $1", run_id)
+
+
+async def test_a_generic_proposal_becomes_one_durable_intent_with_canonical_arguments(pool, endpoints):
+    run = new_run()
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, generic(run))
+        [answer] = await answers(endpoints.kafka_bootstrap, run, 1)
+        [event] = await ledger(endpoints.kafka_bootstrap, run, 1)
+    assert answer["event_type"] == "ProposalAccepted"
+    assert answer["payload"]["outcome"] == "accepted" and answer["payload"]["call_id"] == "call-1"
+    assert event["payload"]["canonical_arguments"] == {
+        "wallet_id": "tenant/acme/w-1", "amount": 4000, "currency": "EUR"}
+    assert event["payload"]["logical_call_id"] == answer["payload"]["logical_call_id"]
+    assert await _intents(pool, run) == 1
+
+
+async def test_the_same_intent_spelled_differently_is_a_duplicate_not_a_second_intent(pool, endpoints):
+    run = new_run()
+    first = generic(run, "call-1", arguments={"wallet_id": "w-1", "amount": "40.00", "currency": "EUR"})
+    again = generic(run, "call-regenerated", arguments={"currency": "eur", "amount": 40, "wallet_id": "w-1"})
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, first, again)
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+    assert replies["call-1"]["event_type"] == "ProposalAccepted"
+    assert replies["call-regenerated"]["event_type"] == "DuplicateProposal"
+    assert replies["call-regenerated"]["logical_call_id"] == replies["call-1"]["logical_call_id"]
+    assert replies["call-regenerated"]["state"] == "VALIDATED"
+    assert await _intents(pool, run) == 1
+
+
+async def test_the_same_operation_key_with_other_arguments_is_refused(pool, endpoints):
+    run = new_run()
+    changed = generic(run, "call-2", arguments={"wallet_id": "w-1", "amount": "41.00", "currency": "EUR"})
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, generic(run, "call-1"), changed)
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+    assert replies["call-2"]["event_type"] == "ProposalRejected"
+    assert replies["call-2"]["reason_code"] == "operation_key_conflict"
+    assert await _intents(pool, run) == 1
+
+
+async def test_openai_anthropic_and_responses_formats_are_answered_per_call_id(pool, endpoints):
+    run = new_run()
+    base = {"run_id": run, "principal_id": "user-42", "tenant_id": "acme", "tool_version": "1"}
+    chat = base | {"format": "openai.chat", "operation_keys": {"call_a": f"{run}:a", "call_b": f"{run}:b"},
+                   "message": {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "call_a", "type": "function", "function": {
+                           "name": "wallet_debit", "arguments": json.dumps(
+                               {"wallet_id": "w-1", "amount": "1.00", "currency": "EUR"})}},
+                       {"id": "call_b", "type": "function", "function": {
+                           "name": "wallet_debit", "arguments": json.dumps(
+                               {"wallet_id": "w-2", "amount": "2.00", "currency": "EUR"})}}]}}
+    anthropic = base | {"format": "anthropic", "operation_key": f"{run}:c", "message": {
+        "role": "assistant", "stop_reason": "tool_use", "content": [
+            {"type": "text", "text": "Debiting now."},
+            {"type": "tool_use", "id": "toolu_c", "name": "wallet.debit",
+             "input": {"wallet_id": "w-3", "amount": 3, "currency": "EUR"}}]}}
+    responses = base | {"format": "openai.responses", "operation_key": f"{run}:d", "output": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_d", "name": "wallet_debit",
+        "arguments": json.dumps({"wallet_id": "w-4", "amount": "4", "currency": "EUR"}),
+        "status": "completed"}}
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, chat, anthropic, responses)
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 4))
+    assert {call: r["event_type"] for call, r in replies.items()} == {
+        "call_a": "ProposalAccepted", "call_b": "ProposalAccepted",
+        "toolu_c": "ProposalAccepted", "call_d": "ProposalAccepted"}
+    assert {r["provider"] for r in replies.values()} == {"openai.chat", "anthropic", "openai.responses"}
+    assert await _intents(pool, run) == 4
+
+
+async def test_refusals_carry_stable_reason_codes_and_poison_is_dead_lettered(pool, endpoints):
+    run = new_run()
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap,
+                   b"\xff\xfe not utf-8",
+                   generic(run, "call-unknown", tool="wallet.teleport"),
+                   generic(run, "call-other-tenant", arguments={
+                       "wallet_id": "tenant/globex/w-9", "amount": "1", "currency": "EUR"},
+                       operation_key="k-2"),
+                   generic(run, "call-precision", arguments={
+                       "wallet_id": "w-1", "amount": "1.001", "currency": "EUR"}, operation_key="k-3"),
+                   generic(run, "call-ok", operation_key="k-4"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 4))
+    assert {call: r.get("reason_code") for call, r in replies.items()} == {
+        "call-unknown": "unknown_tool", "call-other-tenant": "tenant_mismatch",
+        "call-precision": "amount_precision", "call-ok": None}
+    reasons = await pool.fetch(f"SELECT reason FROM {SCHEMA}.dead_letters WHERE reason LIKE '%not_utf8%'")
+    assert reasons, "the undecodable record is dead-lettered with its reason"
+    assert await _intents(pool, run) == 1
+
+
+async def test_a_redelivered_proposal_record_creates_no_second_intent_or_answer(pool, endpoints):
+    run = new_run()
+    faults.configure("consumer.after_commit_before_ack=drop@1")
+    try:
+        async with running_intake(endpoints) as intake:
+            await send(endpoints.kafka_bootstrap, generic(run), generic(run, "call-2", operation_key="k-2"))
+            replies = await answers(endpoints.kafka_bootstrap, run, 3, timeout=10)
+    finally:
+        faults.configure("")
+    assert intake.totals.duplicates >= 1  # the batch really was delivered again
+    assert sorted(r["payload"]["call_id"] for r in replies) == ["call-1", "call-2"]
+    assert await _intents(pool, run) == 2

@@ -1,0 +1,92 @@
+"""Driving the proposal intake as an agent would: raw JSON on agent.proposals, answers read
+back from agent.results (the relay publishes them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from services.proposal_intake.main import run_intake
+from services.proposal_intake.repository import SCHEMA
+from shared.config import Endpoints, Settings
+from shared.messaging.consumer import BatchReport
+from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from tests.support.relay import running_relay
+
+
+class IntakeRun:
+    """Filled in when the intake stops: its consumer's committed totals."""
+
+    totals: BatchReport | None = None
+
+
+@asynccontextmanager
+async def running_intake(endpoints: Endpoints) -> AsyncIterator[IntakeRun]:
+    """The intake and a relay for its outbox, both in this event loop."""
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
+    task = asyncio.create_task(run_intake(settings, stopping=stopping))
+    run = IntakeRun()
+    try:
+        async with running_relay(endpoints, SCHEMA, poll_interval_s=0.2):
+            yield run
+    finally:
+        stopping.set()
+        run.totals = (await task).totals
+
+
+async def send(bootstrap: str, *messages: dict | bytes, key: str = "agent") -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for message in messages:
+            value = message if isinstance(message, bytes) else json.dumps(message).encode()
+            await producer.send_and_wait(AGENT_PROPOSALS, value, key=key.encode())
+    finally:
+        await producer.stop()
+
+
+async def answers(bootstrap: str, run_id: str, count: int, *, topic: str = AGENT_RESULTS,
+                  timeout: float = 60.0) -> list[dict]:
+    """The envelopes for ``run_id`` on the topic, waiting until ``count`` have arrived."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    found: list[dict] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=300, max_records=5000)
+            for records in batch.values():
+                found += [e for e in (json.loads(r.value) for r in records) if e["run_id"] == run_id]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def ledger(bootstrap: str, run_id: str, count: int) -> list[dict]:
+    return await answers(bootstrap, run_id, count, topic=LEDGER_INTAKE)
+
+
+def new_run() -> str:
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+def generic(run_id: str, call_id: str = "call-1", *, tool: str = "wallet.debit",
+            arguments: dict | None = None, operation_key: str | None = "order-7:debit",
+            tenant: str = "acme", **extra) -> dict:
+    message = {
+        "format": "generic", "run_id": run_id, "principal_id": "user-42", "tenant_id": tenant,
+        "tool": tool, "tool_version": "1", "call_id": call_id,
+        "arguments": arguments or {"wallet_id": "w-1", "amount": "40.00", "currency": "EUR"},
+        **extra,
+    }
+    if operation_key is not None:
+        message["operation_key"] = f"{run_id}:{operation_key}"  # keys are tenant-wide: keep tests apart
+    return message

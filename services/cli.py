@@ -30,6 +30,17 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
 
+    propose = commands.add_parser("propose", help="propose one tool call and print its outcome")
+    propose.add_argument("--run", required=True, help="run id (created by its first proposal)")
+    propose.add_argument("--principal", required=True)
+    propose.add_argument("--tenant", required=True)
+    propose.add_argument("--tool", required=True)
+    propose.add_argument("--args", required=True, help="arguments as a JSON object")
+    propose.add_argument("--tool-version")
+    propose.add_argument("--key", help="caller-stated operation key")
+    propose.add_argument("--call-id", default="cli-1")
+    propose.add_argument("--timeout", type=float, default=30.0)
+
     args = parser.parse_args(argv)
     settings = Settings()
     if args.command == "infra":
@@ -62,7 +73,21 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # start-up chatter, not news
 
         return asyncio.run(run_demo(settings))
+    if args.command == "propose":
+        return asyncio.run(_propose(settings, args))
     return 2
+
+
+async def _propose(settings: Settings, args: argparse.Namespace) -> int:
+    from shared.client import ProposalClient
+
+    async with ProposalClient(settings.endpoints.kafka_bootstrap, run_id=args.run,
+                              principal_id=args.principal, tenant_id=args.tenant) as client:
+        outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
+                                       tool_version=args.tool_version, operation_key=args.key,
+                                       timeout=args.timeout)
+    print(json.dumps({"status": outcome.status, **outcome.payload}, indent=2))
+    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
 
 
 def _infra(settings: Settings, action: str, purge: bool) -> int:

@@ -1,0 +1,111 @@
+"""Submitting proposals and waiting for their outcomes on ``agent.results``.
+
+The results consumer is positioned at the end of every partition *before* the proposal is
+sent, so no answer can slip past between sending and listening. An outcome that has not
+arrived by the timeout is reported as ``pending``, never guessed: the intake may still answer,
+and a proposal re-sent under the same operation key will be answered as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    call_id: str
+    status: str
+    """accepted | duplicate | rejected | pending"""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reason_code(self) -> str | None:
+        return self.payload.get("reason_code")
+
+
+class ProposalClient:
+    def __init__(self, bootstrap: str, *, run_id: str, principal_id: str, tenant_id: str) -> None:
+        self._bootstrap = bootstrap
+        self._who = {"run_id": run_id, "principal_id": principal_id, "tenant_id": tenant_id}
+
+    async def __aenter__(self) -> ProposalClient:
+        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all",
+                                          enable_idempotence=True)
+        self._results = AIOKafkaConsumer(AGENT_RESULTS, bootstrap_servers=self._bootstrap,
+                                         group_id=None, enable_auto_commit=False)
+        await self._producer.start()
+        await self._results.start()
+        await self._at_end_of_results()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._results.stop()
+        await self._producer.stop()
+
+    async def propose(self, tool: str, arguments: dict[str, Any], *, call_id: str,
+                      tool_version: str | None = None, operation_key: str | None = None,
+                      timeout: float = 30.0) -> Outcome:
+        message = {"format": "generic", "tool": tool, "call_id": call_id, "arguments": arguments}
+        [outcome] = await self.submit(_with(message, tool_version=tool_version,
+                                            operation_key=operation_key), [call_id], timeout)
+        return outcome
+
+    async def propose_openai_chat(self, message: dict[str, Any], *, operation_keys:
+                                  dict[str, str] | None = None, tool_version: str | None = None,
+                                  timeout: float = 30.0) -> list[Outcome]:
+        call_ids = [call["id"] for call in message.get("tool_calls") or []]
+        envelope = {"format": "openai.chat", "message": message}
+        return await self.submit(_with(envelope, operation_keys=operation_keys,
+                                       tool_version=tool_version), call_ids, timeout)
+
+    async def propose_anthropic(self, message: dict[str, Any], *, operation_keys:
+                                dict[str, str] | None = None, tool_version: str | None = None,
+                                timeout: float = 30.0) -> list[Outcome]:
+        content = message.get("content")
+        call_ids = [block["id"] for block in content if block.get("type") == "tool_use"] \
+            if isinstance(content, list) else []
+        envelope = {"format": "anthropic", "message": message}
+        return await self.submit(_with(envelope, operation_keys=operation_keys,
+                                       tool_version=tool_version), call_ids, timeout)
+
+    async def submit(self, message: dict[str, Any], call_ids: list[str],
+                     timeout: float = 30.0) -> list[Outcome]:
+        """Send one message of any format; one outcome per call id, in the caller's order."""
+        await self._producer.send_and_wait(AGENT_PROPOSALS, json.dumps(self._who | message).encode(),
+                                           key=self._who["run_id"].encode())
+        found = await self._await_outcomes(set(call_ids), timeout)
+        return [found.get(call_id, Outcome(call_id, "pending")) for call_id in call_ids]
+
+    async def _await_outcomes(self, call_ids: set[str], timeout: float) -> dict[str, Outcome]:
+        found: dict[str, Outcome] = {}
+        deadline = time.monotonic() + timeout
+        while call_ids - set(found) and (left := deadline - time.monotonic()) > 0:
+            batch = await self._results.getmany(timeout_ms=int(min(left, 0.5) * 1000))
+            for record in (r for records in batch.values() for r in records):
+                payload = json.loads(record.value).get("payload", {})
+                if payload.get("run_id") == self._who["run_id"] and payload.get("call_id") in call_ids:
+                    found[payload["call_id"]] = Outcome(payload["call_id"], payload["outcome"], payload)
+        return found
+
+    async def _at_end_of_results(self) -> None:
+        """Resolve every partition's end offset now, so later answers are all read."""
+        deadline = time.monotonic() + 15
+        while not self._results.assignment():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no partitions of {AGENT_RESULTS}: is the intake deployed?")
+            await asyncio.sleep(0.05)
+        await self._results.seek_to_end()
+        for partition in self._results.assignment():
+            await self._results.position(partition)
+
+
+def _with(message: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    return message | {name: value for name, value in optional.items() if value is not None}

@@ -86,7 +86,8 @@ async def _propose(settings: Settings, args: argparse.Namespace) -> int:
         outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
                                        tool_version=args.tool_version, operation_key=args.key,
                                        timeout=args.timeout)
-    print(json.dumps({"status": outcome.status, **outcome.payload}, indent=2))
+    shown = {name: value for name, value in outcome.payload.items() if value is not None}
+    print(json.dumps({"status": outcome.status, **shown}, indent=2))
     return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
 
 

@@ -122,3 +122,46 @@ async def test_a_redelivered_proposal_record_creates_no_second_intent_or_answer(
     assert intake.totals.duplicates >= 1  # the batch really was delivered again
     assert sorted(r["payload"]["call_id"] for r in replies) == ["call-1", "call-2"]
     assert await _intents(pool, run) == 2
+
+
+async def test_hostile_inputs_are_each_refused_or_dead_lettered_and_the_intake_stays_up(pool, endpoints):
+    run = new_run()
+    nested: dict = {"v": 1}
+    for _ in range(200):
+        nested = {"n": nested}
+    hostile = {
+        "oversized": generic(run, "c-big", arguments={"wallet_id": "w", "amount": "1",
+                                                      "currency": "EUR", "memo": "x" * 300_000}),
+        "deep": generic(run, "c-deep", arguments=nested),
+        "huge-int": json.dumps(generic(run, "c-int")).replace('"amount": "40.00"', '"amount": ' + "9" * 400).encode(),
+        "duplicate-key": json.dumps(generic(run, "c-dup")).replace('"tenant_id": "acme"', '"tenant_id": "acme", "tenant_id": "globex"').encode(),
+        "wrong-type": generic(run, "c-type", arguments={"wallet_id": 7, "amount": "1", "currency": "EUR"}),
+        "unknown-field": generic(run, "c-field", surprise=True),
+        "not-json": b"{not json",
+    }
+    async with running_intake(endpoints) as intake:
+        await send(endpoints.kafka_bootstrap, *hostile.values(), generic(run, "c-ok", operation_key="ok"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 6, timeout=60))
+        assert replies.get("c-ok", {}).get("outcome") == "accepted", replies
+    assert {call: r["reason_code"] for call, r in replies.items() if call != "c-ok"} == {
+        "c-deep": "too_deep", "c-int": "integer_out_of_range", "c-dup": "duplicate_key",
+        "c-type": "arguments_invalid", "c-field": "unknown_field"}
+    # The oversized record (over the byte limit, never parsed) and non-JSON have no readable
+    # run id to answer to: they are dead letters with their reason.
+    assert (intake.totals.applied, len(intake.totals.dead_lettered)) == (6, 2), intake.totals
+    assert await _intents(pool, run) == 1
+
+
+async def test_run_budgets_and_deadlines_refuse_further_calls(pool, endpoints):
+    run, late = new_run(), new_run()
+    budget = {"budget": {"max_calls": 1}}
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap,
+                   generic(run, "c1", operation_key="k1", **budget),
+                   generic(run, "c2", operation_key="k2", **budget),
+                   generic(late, "c3", operation_key="k3", deadline_at="2020-01-01T00:00:00Z"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+        [expired] = await answers(endpoints.kafka_bootstrap, late, 1)
+    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted", "run_call_budget_exhausted")
+    assert expired["payload"]["reason_code"] == "run_deadline_passed"
+    assert await _intents(pool, run) == 1 and await _intents(pool, late) == 0

@@ -76,6 +76,17 @@ class ProposalClient:
         return await self.submit(_with(envelope, operation_keys=operation_keys,
                                        tool_version=tool_version), call_ids, timeout)
 
+    async def propose_openai_responses(self, output: list[dict[str, Any]] | dict[str, Any], *,
+                                       operation_keys: dict[str, str] | None = None,
+                                       tool_version: str | None = None,
+                                       timeout: float = 30.0) -> list[Outcome]:
+        """``response.output`` items; results pair by ``call_id`` (not the ``fc_`` item id)."""
+        items = output if isinstance(output, list) else [output]
+        call_ids = [item["call_id"] for item in items if item.get("type") == "function_call"]
+        envelope = {"format": "openai.responses", "output": output}
+        return await self.submit(_with(envelope, operation_keys=operation_keys,
+                                       tool_version=tool_version), call_ids, timeout)
+
     async def submit(self, message: dict[str, Any], call_ids: list[str],
                      timeout: float = 30.0) -> list[Outcome]:
         """Send one message of any format; one outcome per call id, in the caller's order."""

@@ -39,6 +39,12 @@ async def test_openai_and_anthropic_turns_pair_back_by_call_id(endpoints):
         chat_outcomes = await client.propose_openai_chat(
             chat, operation_keys={"call_x": f"{run}:x", "call_y": f"{run}:y"})
         claude_outcomes = await client.propose_anthropic(claude, operation_keys={"toolu_z": f"{run}:z"})
+        [responses_outcome] = await client.propose_openai_responses(
+            [{"type": "reasoning", "id": "rs_1", "summary": []},
+             {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": "wallet_debit",
+              "arguments": json.dumps(DEBIT), "status": "completed"}],
+            operation_keys={"call_r": f"{run}:r"})
+    assert (responses_outcome.call_id, responses_outcome.status) == ("call_r", "accepted")
     messages = to_openai_tool_messages(chat_outcomes)
     assert [(m["tool_call_id"], json.loads(m["content"])["outcome"]) for m in messages] == [
         ("call_x", "accepted"), ("call_y", "rejected")]

@@ -1,0 +1,84 @@
+"""The JSON Schema of each topic, composed from the pydantic models that produce and read it.
+
+Each schema is self-contained (its models under ``$defs``), so an agent in any language can
+validate with the one file it downloads. The composition adds only what the models cannot say
+alone and the producer guarantees: which ``event_type`` a topic carries, which payload model
+goes with which ``event_type``, and that a payload's ``outcome`` agrees with its ``event_type``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from services.proposal_intake.contracts import INBOUND_PROPOSAL
+from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
+                                     ProposalOutcome, ToolIntent)
+from shared.messaging.envelope import Envelope
+from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ID_BASE = "https://intentledger.dev/schemas/"
+OUTCOME_OF = {PROPOSAL_ACCEPTED: "accepted", DUPLICATE_PROPOSAL: "duplicate",
+              PROPOSAL_REJECTED: "rejected"}
+
+
+def identified(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": DIALECT, "$id": ID_BASE + name, **schema}
+
+
+def proposals_schema() -> dict[str, Any]:
+    """Inbound: raw JSON from agents, no envelope; ``format`` selects one of four shapes."""
+    return identified(f"{AGENT_PROPOSALS}.schema.json", {
+        "title": AGENT_PROPOSALS,
+        "description": "A proposal from an agent: the generic form or a provider's own message "
+                       "(OpenAI chat, OpenAI Responses, Anthropic), selected by `format`.",
+        **INBOUND_PROPOSAL.json_schema(ref_template="#/$defs/{model}"),
+    })
+
+
+def results_schema() -> dict[str, Any]:
+    """Outbound to agents: every outcome's payload is a ProposalOutcome."""
+    return _enveloped(AGENT_RESULTS, "The intake's answer to one proposed tool call; pair it "
+                                     "with the call by `payload.call_id`, never by position.",
+                      [ProposalOutcome], [_payload_is("ProposalOutcome"),
+                                          *map(_outcome_agrees, OUTCOME_OF)])
+
+
+def ledger_intake_schema() -> dict[str, Any]:
+    """Internal: an accepted proposal carries the whole intent, the others their outcome."""
+    others = [t for t in OUTCOME_OF if t != PROPOSAL_ACCEPTED]
+    return _enveloped(LEDGER_INTAKE, "The intake's ledger events: a durable ToolIntent for "
+                                     "ProposalAccepted, the outcome for the other two.",
+                      [ProposalOutcome, ToolIntent], [
+                          {"if": _event_type_is(PROPOSAL_ACCEPTED),
+                           "then": _payload_is("ToolIntent"), "else": _payload_is("ProposalOutcome")},
+                          *map(_outcome_agrees, others)])
+
+
+def _enveloped(topic: str, description: str, payloads: list[type[BaseModel]],
+               rules: list[dict[str, Any]]) -> dict[str, Any]:
+    _, definitions = models_json_schema([(m, "validation") for m in (Envelope, *payloads)],
+                                        ref_template="#/$defs/{model}")
+    return identified(f"{topic}.schema.json", {
+        "title": topic,
+        "description": description,
+        "$defs": definitions["$defs"],
+        "allOf": [{"$ref": "#/$defs/Envelope"},
+                  {"properties": {"event_type": {"enum": list(OUTCOME_OF)}}}, *rules],
+    })
+
+
+def _event_type_is(event_type: str) -> dict[str, Any]:
+    return {"properties": {"event_type": {"const": event_type}}, "required": ["event_type"]}
+
+
+def _payload_is(model: str) -> dict[str, Any]:
+    return {"properties": {"payload": {"$ref": f"#/$defs/{model}"}}}
+
+
+def _outcome_agrees(event_type: str) -> dict[str, Any]:
+    payload = {"properties": {"outcome": {"const": OUTCOME_OF[event_type]}}}
+    return {"if": _event_type_is(event_type), "then": {"properties": {"payload": payload}}}

@@ -1,0 +1,94 @@
+"""Every stable reason code an agent can meet, with where it comes from and what it means.
+
+The codes are the members of three enums, listed in the order the intake checks a proposal.
+``RejectionCode`` documents its codes in its module's table, which is read from there;
+``ReasonCode`` and ``IntakeReason`` have no per-code text, so it is kept here, and
+``tests/unit/test_contract_schemas.py`` fails when an enum and this catalog disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+from services.proposal_intake import domain
+from services.proposal_intake.contracts import ReasonCode
+from services.proposal_intake.domain import IntakeReason
+from shared.tools import rejections
+from shared.tools.rejections import RejectionCode
+
+_DEAD = "dead-lettered with this code, never answered on agent.results"
+_REASON_CODE = {
+    "too_large": f"the record exceeds the byte limit (256 KiB by default); {_DEAD}",
+    "not_utf8": f"the record is not valid UTF-8; {_DEAD}",
+    "not_json": f"the record is not JSON; {_DEAD}",
+    "too_deep": "arrays and objects nested beyond the depth limit (32 by default)",
+    "duplicate_key": "a JSON object repeats a key, so no reader could tell which value counts",
+    "string_too_long": "a key or string value beyond the length limit (65,536 characters by default)",
+    "array_too_long": "an array beyond the item limit (1,024 by default)",
+    "integer_out_of_range": "an integer, or an amount in minor units, beyond ±(2^53−1): JSON "
+                            "numbers cannot carry it exactly, so it must be sent as a string",
+    "number_out_of_range": "a number that overflows an IEEE 754 double",
+    "not_finite": "NaN or Infinity spelt in the JSON text, which has no such numbers",
+    "invalid_string": "a string holding NUL (U+0000) or a lone UTF-16 surrogate",
+    "unknown_format": "`format` is missing or not generic, openai.chat, openai.responses or anthropic",
+    "unknown_field": "a field our part of the message does not define (provider objects may "
+                     "carry extra fields)",
+    "missing_field": "a required field is absent",
+    "invalid_field": "a field has the wrong type or an invalid value",
+    "no_tool_calls": "the message carries no tool call",
+    "duplicate_call_id": "two tool calls in one message share a call id",
+    "arguments_not_json": "a call's arguments text is not JSON, or not a JSON object",
+    "unsupported_call_type": "a tool call other than a function call (e.g. an OpenAI custom tool call)",
+    "call_incomplete": "a Responses function_call not completed, or Anthropic tool_use blocks "
+                       "that a stop_reason such as max_tokens may have cut short",
+    "operation_key_ambiguous": "both operation_key and operation_keys, or one operation_key "
+                               "for several calls",
+    "operation_key_unmatched": "operation_keys names a call id the message does not carry",
+}
+_INTAKE_REASON = {
+    "operation_key_conflict": "the operation key already names an intent with other canonical "
+                              "arguments",
+    "provider_call_id_reused": "the provider call id already names another intent in this run",
+    "run_tenant_mismatch": "the run belongs to another tenant",
+    "run_deadline_passed": "the run's deadline has passed",
+    "run_call_budget_exhausted": "the run already has its maximum number of logical calls",
+}
+
+
+def _documented_table(doc: str) -> dict[str, str]:
+    """The ``code  meaning`` rows of a reStructuredText simple table in a docstring."""
+    lines = doc.splitlines()
+    borders = [i for i, line in enumerate(lines) if re.fullmatch(r"=+ +=+", line)]
+    column = lines[borders[0]].index(" =") + 1
+    table: dict[str, str] = {}
+    for line in lines[borders[0] + 1:borders[1]]:
+        if line[:1].strip():
+            code = line.split()[0]
+            table[code] = line[column:].strip()
+        else:
+            table[code] += " " + line.strip()
+    return {code: text.replace("``", "`") for code, text in table.items()}
+
+
+def _source(enum: type[StrEnum], module: Any) -> str:
+    return f"{module.__name__}.{enum.__name__}"
+
+
+SOURCES: tuple[tuple[type[StrEnum], str, dict[str, str]], ...] = (
+    (ReasonCode, _source(ReasonCode, ReasonCode.__module__ and __import__(
+        ReasonCode.__module__, fromlist=["_"])), _REASON_CODE),
+    (RejectionCode, _source(RejectionCode, rejections), _documented_table(rejections.__doc__ or "")),
+    (IntakeReason, _source(IntakeReason, domain), _INTAKE_REASON),
+)
+
+
+def reason_codes() -> dict[str, Any]:
+    """Code → meaning and sources; a code two enums share keeps the first meaning."""
+    codes: dict[str, dict[str, Any]] = {}
+    for enum, source, meanings in SOURCES:
+        for member in enum:
+            entry = codes.setdefault(member.value, {"meaning": meanings[member.value], "sources": []})
+            entry["sources"].append(source)
+    return codes

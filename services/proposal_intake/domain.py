@@ -11,22 +11,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
-from services.proposal_intake.contracts import ToolCallProposal
+from shared.contracts.proposals import ToolCallProposal
 from shared.contracts.intake import ToolIntent
 from shared.ids import new_event_id
 from shared.tools import CanonicalArguments, ToolRegistry, ToolSpec, canonicalize, operation_key
-
-
-class IntakeReason(StrEnum):
-    """Refusals that need the intake's records; stable, agents branch on them."""
-
-    OPERATION_KEY_CONFLICT = "operation_key_conflict"
-    PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
-    RUN_TENANT_MISMATCH = "run_tenant_mismatch"
-    RUN_DEADLINE_PASSED = "run_deadline_passed"
-    RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.proposal_intake.contracts import (
+from shared.contracts.proposals import (
     INBOUND_PROPOSAL, AnthropicProposal, ChatFunctionCall, GenericProposal, OpenAIChatProposal,
     OpenAIResponsesProposal, ReasonCode, ResponsesCustomCall, ResponsesFunctionCall,
     ToolCallProposal, ToolUseBlock)

@@ -15,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 from aiokafka import ConsumerRecord
 
 from services.proposal_intake import repository
-from services.proposal_intake.contracts import ToolCallProposal
-from services.proposal_intake.domain import IntakeReason, intent_of, name_intent
+from shared.contracts.proposals import ToolCallProposal
+from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from services.proposal_intake.limits import LimitViolation, check, reply_address
 from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.settings import IntakeSettings
+from shared.contracts.intake import IntakeReason
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
 from shared.tools import Rejection, ToolRegistry

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.proposal_intake.contracts import ID_MAX_CHARS, ReasonCode
+from shared.contracts.proposals import ID_MAX_CHARS, ReasonCode
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _SAFE_DIGITS = len(str(MAX_SAFE_INTEGER))

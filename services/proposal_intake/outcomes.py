@@ -3,7 +3,7 @@ for the rest of the ledger, both through the outbox of the consumer's transactio
 
 from __future__ import annotations
 
-from services.proposal_intake.contracts import ToolCallProposal
+from shared.contracts.proposals import ToolCallProposal
 from services.proposal_intake.domain import Named
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
                                      ProposalOutcome, ToolIntent)
@@ -33,8 +33,10 @@ class Outcomes:
 
     def rejected(self, proposal: ToolCallProposal, code: str, message: str,
                  named: Named | None = None) -> None:
+        named_fields = _named(named) if named else {"tool_name": proposal.tool_name,
+                                                     "tool_version": proposal.tool_version}
         outcome = _about(proposal, "rejected", reason_code=str(code), message=message,
-                         **(_named(named) if named else {}))
+                         **named_fields)
         payload = outcome.model_dump(mode="json")
         self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, payload)
 

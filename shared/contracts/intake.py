@@ -8,14 +8,24 @@ The envelope's ``event_type`` names the outcome (``ProposalAccepted``, ``Duplica
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 PROPOSAL_ACCEPTED = "ProposalAccepted"
 DUPLICATE_PROPOSAL = "DuplicateProposal"
 PROPOSAL_REJECTED = "ProposalRejected"
+
+
+class IntakeReason(StrEnum):
+    """Refusals that need the intake's records; stable, agents branch on them."""
+
+    OPERATION_KEY_CONFLICT = "operation_key_conflict"
+    PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
+    RUN_TENANT_MISMATCH = "run_tenant_mismatch"
+    RUN_DEADLINE_PASSED = "run_deadline_passed"
+    RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
 
 
 class _Contract(BaseModel):
@@ -36,7 +46,7 @@ class ToolIntent(_Contract):
     canonical_arguments: dict[str, Any] = Field(description="Money in integer minor units.")
     principal_id: str
     tenant_id: str
-    deadline_at: datetime | None
+    deadline_at: AwareDatetime | None
 
 
 class ProposalOutcome(_Contract):

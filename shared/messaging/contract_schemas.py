@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from services.proposal_intake.contracts import INBOUND_PROPOSAL
+from shared.contracts.proposals import INBOUND_PROPOSAL
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
                                      ProposalOutcome, ToolIntent)
 from shared.messaging.envelope import Envelope

@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import PermanentError
 from shared.ids import new_event_id
@@ -28,7 +28,7 @@ class Envelope(BaseModel):
     event_id: uuid.UUID = Field(description="UUIDv7 minted once at the outbox insert; the dedup key.")
     event_type: str = Field(min_length=1, max_length=128)
     schema_version: int = Field(default=1, ge=1)
-    occurred_at: datetime
+    occurred_at: AwareDatetime
     run_id: str = Field(min_length=1, max_length=200, description="Partition key: per-run order.")
     producer: str = Field(min_length=1, description="Service that wrote the outbox row.")
     correlation_id: str | None = None

@@ -12,9 +12,8 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from services.proposal_intake import domain
-from services.proposal_intake.contracts import ReasonCode
-from services.proposal_intake.domain import IntakeReason
+from shared.contracts.proposals import ReasonCode
+from shared.contracts.intake import IntakeReason
 from shared.tools import rejections
 from shared.tools.rejections import RejectionCode
 
@@ -72,22 +71,18 @@ def _documented_table(doc: str) -> dict[str, str]:
     return {code: text.replace("``", "`") for code, text in table.items()}
 
 
-def _source(enum: type[StrEnum], module: Any) -> str:
-    return f"{module.__name__}.{enum.__name__}"
-
-
-SOURCES: tuple[tuple[type[StrEnum], str, dict[str, str]], ...] = (
-    (ReasonCode, _source(ReasonCode, ReasonCode.__module__ and __import__(
-        ReasonCode.__module__, fromlist=["_"])), _REASON_CODE),
-    (RejectionCode, _source(RejectionCode, rejections), _documented_table(rejections.__doc__ or "")),
-    (IntakeReason, _source(IntakeReason, domain), _INTAKE_REASON),
+SOURCES: tuple[tuple[type[StrEnum], dict[str, str]], ...] = (
+    (ReasonCode, _REASON_CODE),
+    (RejectionCode, _documented_table(rejections.__doc__ or "")),
+    (IntakeReason, _INTAKE_REASON),
 )
 
 
 def reason_codes() -> dict[str, Any]:
     """Code → meaning and sources; a code two enums share keeps the first meaning."""
     codes: dict[str, dict[str, Any]] = {}
-    for enum, source, meanings in SOURCES:
+    for enum, meanings in SOURCES:
+        source = f"{enum.__module__}.{enum.__qualname__}"
         for member in enum:
             entry = codes.setdefault(member.value, {"meaning": meanings[member.value], "sources": []})
             entry["sources"].append(source)

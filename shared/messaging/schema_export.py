@@ -1,28 +1,52 @@
-"""The envelope's JSON Schema, generated from the pydantic model so the two cannot diverge.
+"""The published contract files in ``schemas/``, generated from the pydantic models and enums so
+the two cannot diverge.
 
-Consumers outside Python read ``schemas/envelope.schema.json``; ``tests/unit/test_schemas.py``
-fails when the committed file no longer matches the model. Regenerate after changing the
-model with ``python -m shared.messaging.schema_export``.
+Consumers outside Python read these files; ``tests/unit/test_schemas.py`` and
+``tests/unit/test_contract_schemas.py`` fail when a committed file no longer matches what this
+module generates. Regenerate after changing a model or a reason code with
+``python -m shared.messaging.schema_export`` (optionally naming another output directory).
+``schemas/asyncapi.yaml`` and the examples are written by hand and checked by those tests.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from shared.messaging.contract_schemas import (ID_BASE, identified, ledger_intake_schema,
+                                               proposals_schema, results_schema)
 from shared.messaging.envelope import Envelope
+from shared.messaging.reason_catalog import reason_codes
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 ENVELOPE_SCHEMA = SCHEMAS / "envelope.schema.json"
+REASON_CODES = "reason-codes.json"
 
 
 def envelope_schema() -> dict:
+    return identified("envelope.schema.json", Envelope.model_json_schema())
+
+
+def reason_codes_document() -> dict:
+    """A catalog, deliberately not a schema: new codes are additive, so readers must not refuse
+    a code they do not know yet."""
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://intentledger.dev/schemas/envelope.schema.json",
-        **Envelope.model_json_schema(),
+        "$id": ID_BASE + REASON_CODES,
+        "description": "Every stable reason_code of a ProposalRejected (or a dead-letter), with "
+                       "the enums that define it. Codes are never renamed, removed or reused.",
+        "codes": reason_codes(),
     }
+
+
+GENERATED: dict[str, Callable[[], dict]] = {
+    "envelope.schema.json": envelope_schema,
+    "agent.proposals.schema.json": proposals_schema,
+    "agent.results.schema.json": results_schema,
+    "ledger.intake.schema.json": ledger_intake_schema,
+    REASON_CODES: reason_codes_document,
+}
 
 
 def render(schema: dict) -> str:
@@ -32,10 +56,11 @@ def render(schema: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    target = Path(args[0]) if args else ENVELOPE_SCHEMA
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render(envelope_schema()), encoding="utf-8")
-    print(f"wrote {target}")
+    target = Path(args[0]) if args else SCHEMAS
+    target.mkdir(parents=True, exist_ok=True)
+    for name, build in GENERATED.items():
+        (target / name).write_text(render(build()), encoding="utf-8")
+        print(f"wrote {target / name}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.proposal_intake.contracts import ReasonCode, ToolCallProposal
+from shared.contracts.proposals import ReasonCode, ToolCallProposal
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from services.proposal_intake.limits import LimitViolation, check
 

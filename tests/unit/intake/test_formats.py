@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from jsonschema import Draft202012Validator
 
-from services.proposal_intake.contracts import INBOUND_PROPOSAL, Budget
+from shared.contracts.proposals import INBOUND_PROPOSAL, Budget
 from services.proposal_intake.formats import to_proposals
 from tests.unit.intake.pipeline import encoded, example, intake
 

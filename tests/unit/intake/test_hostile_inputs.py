@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.proposal_intake.contracts import ReasonCode
+from shared.contracts.proposals import ReasonCode
 from tests.unit.intake.pipeline import encoded, example, intake
 
 EXAMPLE_NAMES = ("generic", "openai_chat", "openai_responses", "openai_responses_item", "anthropic")

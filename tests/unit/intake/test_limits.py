@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.proposal_intake.contracts import ReasonCode
+from shared.contracts.proposals import ReasonCode
 from services.proposal_intake.limits import (AMBIGUOUS, MAX_SAFE_INTEGER, LimitViolation, Limits,
                                              check)
 

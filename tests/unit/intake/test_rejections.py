@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.proposal_intake.contracts import ReasonCode
+from shared.contracts.proposals import ReasonCode
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from tests.unit.intake.pipeline import example
 

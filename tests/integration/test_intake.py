@@ -2,14 +2,17 @@
 raw JSON to agent.proposals and reads accepted, duplicate and rejected outcomes on agent.results."""
 
 import json
+from pathlib import Path
 
 import pytest
 
+from services.proposal_intake.formats import to_proposals
 from services.proposal_intake.repository import SCHEMA
 from shared import faults
 from tests.support.intake import answers, generic, ledger, new_run, running_intake, send
 
 pytestmark = pytest.mark.infra
+EXAMPLES = Path(__file__).parents[2] / "schemas" / "examples" / "agent.proposals"
 
 
 def _outcomes(envelopes: list[dict]) -> dict[str, dict]:
@@ -165,3 +168,21 @@ async def test_run_budgets_and_deadlines_refuse_further_calls(pool, endpoints):
     assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted", "run_call_budget_exhausted")
     assert expired["payload"]["reason_code"] == "run_deadline_passed"
     assert await _intents(pool, run) == 1 and await _intents(pool, late) == 0
+
+
+async def test_the_published_examples_are_accepted_then_answered_as_duplicates(endpoints):
+    """What an agent without our SDK copies from schemas/ works against the example registry.
+    A fresh tenant per test keeps the examples' tenant-wide operation keys apart."""
+    tenant = f"t-{new_run()[-8:]}"
+    messages = [json.loads(path.read_text()) | {"run_id": new_run(), "tenant_id": tenant}
+                for path in sorted(EXAMPLES.glob("*.json"))]
+    calls = {m["run_id"]: len(to_proposals(m)) for m in messages}
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, *messages)
+        first = {run: await answers(endpoints.kafka_bootstrap, run, n) for run, n in calls.items()}
+        await send(endpoints.kafka_bootstrap, *messages)
+        both = {run: await answers(endpoints.kafka_bootstrap, run, 2 * n) for run, n in calls.items()}
+    assert sum(calls.values()) == 7
+    assert [e["payload"]["outcome"] for run in calls for e in first[run]] == ["accepted"] * 7
+    again = [e["payload"]["outcome"] for run, n in calls.items() for e in both[run][n:]]
+    assert again == ["duplicate"] * 7

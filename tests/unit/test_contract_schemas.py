@@ -123,7 +123,7 @@ class _Outbox:
 def test_what_the_intake_emits_validates_on_both_topics():
     registry = load_registry(Path(__file__).resolve().parents[2] / "config" / "tools.example.yaml")
     debit = example(topics.AGENT_PROPOSALS, "generic") | {
-        "tenant_id": "acme", "tool": "wallet.debit", "tool_version": "1",
+        "tenant_id": "acme", "tool": "wallet.debit", "tool_version": "1", "operation_key": "order-7:debit",
         "arguments": {"wallet_id": "w-1", "amount": "40.00", "currency": "EUR"}}
     proposal, = to_proposals(debit)
     named = name_intent(proposal, registry)

@@ -65,10 +65,18 @@ def _enveloped(topic: str, description: str, payloads: list[type[BaseModel]],
     return identified(f"{topic}.schema.json", {
         "title": topic,
         "description": description,
-        "$defs": definitions["$defs"],
+        "$defs": _open_to_additions(definitions["$defs"]),
         "allOf": [{"$ref": "#/$defs/Envelope"},
                   {"properties": {"event_type": {"enum": list(OUTCOME_OF)}}}, *rules],
     })
+
+
+def _open_to_additions(definitions: dict[str, Any]) -> dict[str, Any]:
+    """Our models refuse unknown fields when *we* read them, but readers of what we publish
+    must accept fields added within a major version (schemas/README.md), so the published
+    outbound schemas leave objects open."""
+    return {name: {key: value for key, value in schema.items() if key != "additionalProperties"}
+            for name, schema in definitions.items()}
 
 
 def _event_type_is(event_type: str) -> dict[str, Any]:

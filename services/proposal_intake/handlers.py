@@ -8,6 +8,8 @@ JSON, no readable run id) raises PermanentError, so the consumer template dead-l
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from aiokafka import ConsumerRecord
 
 from services.proposal_intake import repository
-from shared.contracts.proposals import ToolCallProposal
+from shared.contracts.proposals import ToolCallProposal, proposal_record_id
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from services.proposal_intake.limits import LimitViolation, check, reply_address
@@ -23,25 +25,26 @@ from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.settings import IntakeSettings
 from shared.contracts.intake import IntakeReason
 from shared.db.unit_of_work import UnitOfWork
-from shared.errors import PermanentError
+from shared.errors import PermanentError, is_retryable
 from shared.tools import Rejection, ToolRegistry
 
-_RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RawProposal:
-    """An agent's record, identified by its place in the log: a redelivered record is a
-    duplicate for the inbox, while the same proposal sent again (a new record) is answered
-    as a DuplicateProposal through its operation key."""
+    """An agent's record, identified by the record itself: a redelivered record is a duplicate
+    for the inbox, while the same proposal sent again (a new record) is answered as a
+    DuplicateProposal through its operation key."""
 
     event_id: uuid.UUID
     value: bytes
 
 
 def decode_raw(record: ConsumerRecord) -> RawProposal:
-    place = f"{record.topic}/{record.partition}/{record.offset}"
-    return RawProposal(uuid.uuid5(_RECORD_NAMESPACE, place), record.value or b"")
+    value = record.value or b""
+    return RawProposal(proposal_record_id(record.topic, record.partition, record.offset,
+                                          record.timestamp, value), value)
 
 
 class Intake:
@@ -65,33 +68,45 @@ class Intake:
             await self._take(uow, outcomes, proposal)
 
     async def _take(self, uow: UnitOfWork, outcomes: Outcomes, proposal: ToolCallProposal) -> None:
+        """Every call gets one answer: a bug or bad data in one call is refused as
+        ``internal_error`` inside its own savepoint instead of silencing the whole message."""
         try:
             named = name_intent(proposal, self._registry)
         except Rejection as rejection:
             outcomes.rejected(proposal, rejection.code, rejection.message)
             return
-        conn = uow.connection
-        run = await repository.lock_run(conn, proposal.run_id, proposal.tenant_id,
-                                        proposal.principal_id, self._run_limits(proposal))
-        existing = await repository.call_by_operation_key(conn, named.operation_key)
-        if existing is not None:
-            if existing["arguments_hash"] == named.canonical.hash:
-                outcomes.duplicate(proposal, named, existing)
-            else:
-                outcomes.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
-                                  "this operation key already names an intent with other arguments",
-                                  named)
+        try:
+            async with uow.savepoint():
+                await self._record(uow.connection, outcomes, proposal, named)
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            log.exception("intake: call %s of run %s could not be recorded",
+                          proposal.provider_call_id, proposal.run_id)
+            outcomes.rejected(proposal, IntakeReason.INTERNAL_ERROR,
+                              f"the intake could not record this call ({type(error).__name__})", named)
+
+    async def _record(self, conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> None:
+        if await _answered_by_existing(conn, outcomes, proposal, named):
             return
-        refusal = _run_refusal(run, proposal)
-        if refusal is not None:
-            outcomes.rejected(proposal, refusal[0], refusal[1], named)
+        run = await repository.run_for_update(conn, proposal.run_id)
+        limits = self._run_limits(proposal)
+        if (refusal := _run_refusal(run, limits, proposal)) is not None:
+            outcomes.rejected(proposal, *refusal, named)
             return
+        if run is None:  # the run starts with an accepted call, never with a refused one
+            run = await repository.create_run(conn, proposal, limits)
+            if (refusal := _run_refusal(run, limits, proposal)) is not None:
+                outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
+                return
         intent = intent_of(proposal, named, run["deadline_at"])
-        if not await repository.insert_intent(conn, intent):
+        if await repository.insert_intent(conn, intent):
+            outcomes.accepted(proposal, intent)
+        elif not await _answered_by_existing(conn, outcomes, proposal, named):
+            # The key was free when we looked; a concurrent transaction may have taken it since
+            # (keys are tenant-wide, runs are locked one by one). Otherwise it is the call id.
             outcomes.rejected(proposal, IntakeReason.PROVIDER_CALL_ID_REUSED,
                               "this provider call id already names another intent in this run", named)
-            return
-        outcomes.accepted(proposal, intent)
 
     def _run_limits(self, proposal: ToolCallProposal) -> repository.RunLimits:
         budget = proposal.budget
@@ -108,18 +123,38 @@ class Intake:
 
 def _refuse_message(outcomes: Outcomes, document, code: str, message: str,
                     call_ids: tuple[str, ...]) -> None:
+    """A message is refused whole, so every call it carries is answered, not only the ones
+    the reason names (a call left unanswered would leave its agent waiting for ever)."""
     address = reply_address(document) if document is not None else None
     if address is None:
         raise PermanentError(f"unanswerable proposal ({code}): {message}")
-    outcomes.rejected_message(address.run_id, call_ids or address.call_ids, code, message)
+    outcomes.rejected_message(address.run_id, address.call_ids or call_ids, code, message)
 
 
-def _run_refusal(run, proposal: ToolCallProposal) -> tuple[IntakeReason, str] | None:
-    if run["tenant_id"] != proposal.tenant_id:
+async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:
+    """Same key + same canonical arguments → the existing intent; other arguments → refused."""
+    existing = await repository.call_by_operation_key(conn, named.operation_key)
+    if existing is None:
+        return False
+    if existing["arguments_hash"] == named.canonical.hash:
+        outcomes.duplicate(proposal, named, existing)
+    else:
+        outcomes.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
+                          "this operation key already names an intent with other arguments", named)
+    return True
+
+
+def _run_refusal(run, limits: repository.RunLimits,
+                 proposal: ToolCallProposal) -> tuple[IntakeReason, str] | None:
+    """Checked against the run when it exists, else against the limits it would start with."""
+    if run is not None and run["tenant_id"] != proposal.tenant_id:
         return IntakeReason.RUN_TENANT_MISMATCH, "this run belongs to another tenant"
-    if run["deadline_at"] <= datetime.now(UTC):
-        return IntakeReason.RUN_DEADLINE_PASSED, f"the run's deadline {run['deadline_at']} has passed"
-    if run["call_count"] >= run["max_calls"]:
+    if run is not None and run["principal_id"] != proposal.principal_id:
+        return IntakeReason.RUN_PRINCIPAL_MISMATCH, "this run belongs to another principal"
+    deadline = run["deadline_at"] if run is not None else limits.deadline_at
+    if deadline <= datetime.now(UTC):
+        return IntakeReason.RUN_DEADLINE_PASSED, f"the run's deadline {deadline} has passed"
+    if run is not None and run["call_count"] >= run["max_calls"]:
         return (IntakeReason.RUN_CALL_BUDGET_EXHAUSTED,
                 f"the run already has its {run['max_calls']} logical calls")
     return None

@@ -45,7 +45,7 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
                                   decoder=decode_raw)
     broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
     subscribe(broker, consumer, AGENT_PROPOSALS, group_id=GROUP_ID,
-              max_records=intake_settings.batch_size)
+              max_records=intake_settings.batch_size, crash_point="intake.after_commit")
     await broker.start()
     log.info("proposal intake started with %d tools", len(registry.tools))
     try:

@@ -22,16 +22,21 @@ class RunLimits:
     currency: str | None
 
 
-async def lock_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, principal_id: str,
-                   limits: RunLimits) -> asyncpg.Record:
-    """Create the run on its first proposal; lock it so a run's proposals apply one at a time."""
+async def run_for_update(conn: asyncpg.Connection, run_id: str) -> asyncpg.Record | None:
+    """Lock the run so its calls are taken one at a time (budgets count correctly)."""
+    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+
+
+async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> asyncpg.Record:
+    """Called only on the way to an accepted call; a concurrent first call may win the insert,
+    in which case its row is returned (locked) and checked like any existing run."""
     await conn.execute(
         f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_calls, "
         "max_attempts, cost_limit_minor, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
         "ON CONFLICT (run_id) DO NOTHING",
-        run_id, tenant_id, principal_id, limits.deadline_at, limits.max_calls,
-        limits.max_attempts, limits.cost_limit_minor, limits.currency)
-    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+        proposal.run_id, proposal.tenant_id, proposal.principal_id, limits.deadline_at,
+        limits.max_calls, limits.max_attempts, limits.cost_limit_minor, limits.currency)
+    return await run_for_update(conn, proposal.run_id)
 
 
 async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:

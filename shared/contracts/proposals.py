@@ -10,6 +10,9 @@ ignored; nothing from them reaches a proposal.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
+
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -61,9 +64,9 @@ class _Theirs(BaseModel):
 
 
 class Budget(_Ours):
-    max_calls: Annotated[StrictInt, Field(ge=1)] | None = None
-    max_attempts: Annotated[StrictInt, Field(ge=1)] | None = None
-    cost_limit_minor: Annotated[StrictInt, Field(ge=0)] | None = None
+    max_calls: Annotated[StrictInt, Field(ge=1, le=100_000)] | None = None
+    max_attempts: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    cost_limit_minor: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] | None = None
 
     @model_validator(mode="after")
@@ -93,7 +96,10 @@ class _Envelope(_Ours):
     @field_validator("deadline_at")
     @classmethod
     def _in_utc(cls, value: datetime | None) -> datetime | None:
-        return value.astimezone(UTC) if value else None
+        try:
+            return value.astimezone(UTC) if value else None
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-01:00 is past the last UTC datetime
+            raise ValueError("deadline_at is out of range") from None
 
 
 def _other_type(*known: str) -> Any:
@@ -220,3 +226,17 @@ class ToolCallProposal(_Ours):
     caller_operation_key: Id | None
     deadline_at: AwareDatetime | None
     budget: Budget | None
+
+
+_RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
+
+
+def proposal_record_id(topic: str, partition: int, offset: int, timestamp: int, value: bytes) -> uuid.UUID:
+    """The id of one record on agent.proposals, echoed as ``proposal_id`` in its outcomes.
+
+    The inbox deduplicates redeliveries on it; the value's digest and the timestamp keep a
+    recreated topic's reused offsets from passing for records already seen. An agent computes
+    the same id from what its producer reports after sending (partition, offset, timestamp).
+    """
+    digest = hashlib.sha256(value).hexdigest()
+    return uuid.uuid5(_RECORD_NAMESPACE, f"{topic}/{partition}/{offset}/{timestamp}/{digest}")

@@ -52,7 +52,9 @@ _INTAKE_REASON = {
     "provider_call_id_reused": "the provider call id already names another intent in this run",
     "run_tenant_mismatch": "the run belongs to another tenant",
     "run_deadline_passed": "the run's deadline has passed",
+    "run_principal_mismatch": "the run belongs to another principal",
     "run_call_budget_exhausted": "the run already has its maximum number of logical calls",
+    "internal_error": "the intake could not record the call; nothing was dispatched (see its logs)",
 }
 
 

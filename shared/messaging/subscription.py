@@ -27,7 +27,10 @@ log = logging.getLogger(__name__)
 
 
 def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
-              group_id: str, max_records: int = 500) -> None:
+              group_id: str, max_records: int = 500,
+              crash_point: str = "consumer.after_commit_before_ack") -> None:
+    """``crash_point`` names the window between the database commit and the offset commit
+    (DESIGN.md §6 calls it ``intake.after_commit`` for the intake)."""
     failures = 0
 
     @broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
@@ -39,7 +42,7 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
         records: tuple[ConsumerRecord, ...] = message.raw_message
         try:
             await consumer.process(records)
-            await faults.hit("consumer.after_commit_before_ack")
+            await faults.hit(crash_point)
         except Exception as error:
             failures += 1
             level = logging.WARNING if is_retryable(error) else logging.ERROR

@@ -115,7 +115,7 @@ async def test_refusals_carry_stable_reason_codes_and_poison_is_dead_lettered(po
 
 async def test_a_redelivered_proposal_record_creates_no_second_intent_or_answer(pool, endpoints):
     run = new_run()
-    faults.configure("consumer.after_commit_before_ack=drop@1")
+    faults.configure("intake.after_commit=drop@1")
     try:
         async with running_intake(endpoints) as intake:
             await send(endpoints.kafka_bootstrap, generic(run), generic(run, "call-2", operation_key="k-2"))
@@ -186,3 +186,48 @@ async def test_the_published_examples_are_accepted_then_answered_as_duplicates(e
     assert [e["payload"]["outcome"] for run in calls for e in first[run]] == ["accepted"] * 7
     again = [e["payload"]["outcome"] for run, n in calls.items() for e in both[run][n:]]
     assert again == ["duplicate"] * 7
+
+
+async def test_a_message_refused_whole_answers_every_call_it_carries(endpoints):
+    run = new_run()
+    chat = {"format": "openai.chat", "run_id": run, "principal_id": "user-42", "tenant_id": "acme",
+            "operation_keys": {"call_a": f"{run}:a", "call_b": f"{run}:b"},
+            "message": {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {
+                    "name": "wallet_debit", "arguments": json.dumps(
+                        {"wallet_id": "w-1", "amount": "1.00", "currency": "EUR"})}},
+                {"id": "call_b", "type": "function", "function": {
+                    "name": "wallet_debit", "arguments": "{not json"}}]}}
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, chat)
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+    assert {call: r["reason_code"] for call, r in replies.items()} == {
+        "call_a": "arguments_not_json", "call_b": "arguments_not_json"}
+
+
+async def test_a_refused_first_call_does_not_create_or_claim_the_run(pool, endpoints):
+    run = new_run()
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap,
+                   generic(run, "c-intruder", operation_key="k2", tenant="globex",
+                           deadline_at="2020-01-01T00:00:00Z"),
+                   generic(run, "c-late", operation_key="k1", deadline_at="2020-01-01T00:00:00Z"),
+                   generic(run, "c-ok", operation_key="k3"),
+                   generic(run, "c-other-principal", operation_key="k4", principal_id="mallory"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 4))
+    assert {call: r["reason_code"] for call, r in replies.items()} == {
+        "c-intruder": "run_deadline_passed", "c-late": "run_deadline_passed", "c-ok": None,
+        "c-other-principal": "run_principal_mismatch"}
+    owner = await pool.fetchrow(f"SELECT tenant_id, principal_id FROM {SCHEMA}.runs WHERE run_id = $1", run)
+    assert tuple(owner) == ("acme", "user-42")
+
+
+async def test_out_of_range_budgets_and_deadlines_are_answered_not_dead_lettered(pool, endpoints):
+    run = new_run()
+    async with running_intake(endpoints) as intake:
+        await send(endpoints.kafka_bootstrap,
+                   generic(run, "c-budget", operation_key="k1", budget={"max_calls": 2**31}),
+                   generic(run, "c-deadline", operation_key="k2", deadline_at="9999-12-31T23:59:59-01:00"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+    assert {r["outcome"] for r in replies.values()} == {"rejected"}
+    assert intake.totals.dead_lettered == []

@@ -53,7 +53,7 @@ class Intake:
         self._settings = settings
 
     async def __call__(self, uow: UnitOfWork, raw: RawProposal) -> None:
-        outcomes = Outcomes(uow)
+        outcomes = Outcomes(uow, raw.event_id)
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:

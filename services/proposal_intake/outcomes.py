@@ -3,6 +3,8 @@ for the rest of the ledger, both through the outbox of the consumer's transactio
 
 from __future__ import annotations
 
+import uuid
+
 from shared.contracts.proposals import ToolCallProposal
 from services.proposal_intake.domain import Named
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
@@ -15,18 +17,19 @@ PRODUCER = "proposal-intake"
 
 
 class Outcomes:
-    def __init__(self, uow: UnitOfWork) -> None:
+    def __init__(self, uow: UnitOfWork, proposal_id: uuid.UUID) -> None:
         self._uow = uow
+        self._proposal_id = proposal_id
 
     def accepted(self, proposal: ToolCallProposal, intent: ToolIntent) -> None:
-        outcome = _about(proposal, "accepted", logical_call_id=intent.logical_call_id,
+        outcome = self._about(proposal, "accepted", logical_call_id=intent.logical_call_id,
                          operation_key=intent.operation_key, tool_name=intent.tool_name,
                          tool_version=intent.tool_version, arguments_hash=intent.arguments_hash)
         self._emit(PROPOSAL_ACCEPTED, proposal.run_id, outcome.model_dump(mode="json"),
                    intent.model_dump(mode="json"))
 
     def duplicate(self, proposal: ToolCallProposal, named: Named, existing) -> None:
-        outcome = _about(proposal, "duplicate", logical_call_id=existing["logical_call_id"],
+        outcome = self._about(proposal, "duplicate", logical_call_id=existing["logical_call_id"],
                          state=existing["state"], **_named(named))
         payload = outcome.model_dump(mode="json")
         self._emit(DUPLICATE_PROPOSAL, proposal.run_id, payload, payload)
@@ -35,7 +38,7 @@ class Outcomes:
                  named: Named | None = None) -> None:
         named_fields = _named(named) if named else {"tool_name": proposal.tool_name,
                                                      "tool_version": proposal.tool_version}
-        outcome = _about(proposal, "rejected", reason_code=str(code), message=message,
+        outcome = self._about(proposal, "rejected", reason_code=str(code), message=message,
                          **named_fields)
         payload = outcome.model_dump(mode="json")
         self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, payload)
@@ -45,19 +48,20 @@ class Outcomes:
         """A whole message refused before its calls could be read: one answer per call id."""
         for call_id in list(call_ids) or [None]:
             payload = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
-                                      reason_code=str(code), message=message).model_dump(mode="json")
+                                      proposal_id=self._proposal_id, reason_code=str(code),
+                                      message=message).model_dump(mode="json")
             self._emit(PROPOSAL_REJECTED, run_id, payload, payload)
+
+    def _about(self, proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
+        return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
+                               call_id=proposal.provider_call_id, proposal_id=self._proposal_id,
+                               provider=proposal.provider, **fields)
 
     def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict) -> None:
         self._uow.emit(AGENT_RESULTS, Envelope.new(event_type=event_type, run_id=run_id,
                                                    producer=PRODUCER, payload=for_agent))
         self._uow.emit(LEDGER_INTAKE, Envelope.new(event_type=event_type, run_id=run_id,
                                                    producer=PRODUCER, payload=for_ledger))
-
-
-def _about(proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
-    return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
-                           call_id=proposal.provider_call_id, provider=proposal.provider, **fields)
 
 
 def _named(named: Named) -> dict:

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from shared.contracts.proposals import proposal_record_id
 from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS
 
 
@@ -35,6 +36,7 @@ class ProposalClient:
     def __init__(self, bootstrap: str, *, run_id: str, principal_id: str, tenant_id: str) -> None:
         self._bootstrap = bootstrap
         self._who = {"run_id": run_id, "principal_id": principal_id, "tenant_id": tenant_id}
+        self._one_at_a_time = asyncio.Lock()
 
     async def __aenter__(self) -> ProposalClient:
         self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all",
@@ -89,20 +91,34 @@ class ProposalClient:
 
     async def submit(self, message: dict[str, Any], call_ids: list[str],
                      timeout: float = 30.0) -> list[Outcome]:
-        """Send one message of any format; one outcome per call id, in the caller's order."""
-        await self._producer.send_and_wait(AGENT_PROPOSALS, json.dumps(self._who | message).encode(),
-                                           key=self._who["run_id"].encode())
-        found = await self._await_outcomes(set(call_ids), timeout)
+        """Send one message of any format; one outcome per call id, in the caller's order.
+
+        Answers are matched on the id of the record we sent (``proposal_id``), so a late
+        answer to an earlier send that reused a call id is never taken for this one. One
+        submission at a time per client: they share the results consumer.
+        """
+        async with self._one_at_a_time:
+            deadline = time.monotonic() + timeout
+            value = json.dumps(self._who | message).encode()
+            try:
+                async with asyncio.timeout(timeout):
+                    sent = await self._producer.send_and_wait(AGENT_PROPOSALS, value,
+                                                              key=self._who["run_id"].encode())
+            except TimeoutError:
+                return [Outcome(call_id, "pending") for call_id in call_ids]
+            proposal_id = str(proposal_record_id(AGENT_PROPOSALS, sent.partition, sent.offset,
+                                                 sent.timestamp, value))
+            found = await self._await_outcomes(proposal_id, set(call_ids), deadline)
         return [found.get(call_id, Outcome(call_id, "pending")) for call_id in call_ids]
 
-    async def _await_outcomes(self, call_ids: set[str], timeout: float) -> dict[str, Outcome]:
+    async def _await_outcomes(self, proposal_id: str, call_ids: set[str],
+                              deadline: float) -> dict[str, Outcome]:
         found: dict[str, Outcome] = {}
-        deadline = time.monotonic() + timeout
         while call_ids - set(found) and (left := deadline - time.monotonic()) > 0:
             batch = await self._results.getmany(timeout_ms=int(min(left, 0.5) * 1000))
             for record in (r for records in batch.values() for r in records):
-                payload = json.loads(record.value).get("payload", {})
-                if payload.get("run_id") == self._who["run_id"] and payload.get("call_id") in call_ids:
+                payload = _payload(record.value)
+                if payload.get("proposal_id") == proposal_id and payload.get("call_id") in call_ids:
                     found[payload["call_id"]] = Outcome(payload["call_id"], payload["outcome"], payload)
         return found
 
@@ -116,6 +132,15 @@ class ProposalClient:
         await self._results.seek_to_end()
         for partition in self._results.assignment():
             await self._results.position(partition)
+
+
+def _payload(value: bytes | None) -> dict[str, Any]:
+    """Someone else's garbage on the results topic is not our answer, and not our crash."""
+    try:
+        payload = json.loads(value or b"").get("payload")
+    except (ValueError, AttributeError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def _with(message: dict[str, Any], **optional: Any) -> dict[str, Any]:

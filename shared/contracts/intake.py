@@ -55,6 +55,9 @@ class ProposalOutcome(_Contract):
     outcome: Literal["accepted", "duplicate", "rejected"]
     run_id: str
     call_id: str | None = Field(description="The provider's call id; null if none was readable.")
+    proposal_id: uuid.UUID | None = Field(default=None, description=(
+        "Id of the agent's record on agent.proposals (shared.contracts.proposals."
+        "proposal_record_id): tells apart answers to two sends that reuse a call id."))
     provider: str | None = None
     logical_call_id: uuid.UUID | None = None
     operation_key: str | None = None

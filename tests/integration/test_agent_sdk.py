@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from shared.client import ProposalClient, to_anthropic_tool_results, to_openai_tool_messages
-from tests.support.intake import new_run, running_intake
+from tests.support.intake import new_run, running_intake, send
 
 pytestmark = pytest.mark.infra
 DEBIT = {"wallet_id": "w-1", "amount": "12.50", "currency": "EUR"}
@@ -77,3 +77,16 @@ async def _cli(endpoints, *args: str) -> subprocess.CompletedProcess:
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
     return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli", *args],
                                    env=env, capture_output=True, text=True, timeout=60)
+
+
+async def test_a_late_answer_to_an_earlier_send_with_the_same_call_id_is_not_taken(endpoints):
+    run = new_run()
+    earlier = {"format": "generic", "run_id": run, "principal_id": "u-1", "tenant_id": "acme",
+               "tool": "wallet.debit", "call_id": "c1", "operation_key": f"{run}:k", "arguments": DEBIT}
+    async with ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id="u-1",
+                              tenant_id="acme") as client:
+        await send(endpoints.kafka_bootstrap, earlier, key=run)  # nobody answers it yet
+        async with running_intake(endpoints):
+            changed = await client.propose("wallet.debit", DEBIT | {"amount": "99.00"}, call_id="c1",
+                                           operation_key=f"{run}:k")
+    assert (changed.status, changed.reason_code) == ("rejected", "operation_key_conflict")

@@ -6,6 +6,7 @@ real topics and real files."""
 from __future__ import annotations
 
 import json
+import uuid
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,7 +129,7 @@ def test_what_the_intake_emits_validates_on_both_topics():
     proposal, = to_proposals(debit)
     named = name_intent(proposal, registry)
     outbox = _Outbox()
-    outcomes = Outcomes(outbox)
+    outcomes = Outcomes(outbox, uuid.uuid4())
     outcomes.accepted(proposal, intent_of(proposal, named, datetime(2026, 3, 14, 10, tzinfo=UTC)))
     outcomes.duplicate(proposal, named, {"logical_call_id": "019ceb9e-87f5-714a-b79d-9b46164be254",
                                          "state": "VALIDATED"})

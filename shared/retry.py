@@ -6,18 +6,26 @@ not hammer the dependency in lockstep.
 
 from __future__ import annotations
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, stop_never
+import asyncio
+
+from tenacity import (AsyncRetrying, retry_if_exception, stop_after_delay, stop_never,
+                      stop_when_event_set)
 from tenacity.wait import wait_random_exponential
 
 from shared.errors import is_retryable
 
 
-def dependency_backoff(*, give_up_after_s: float | None = None) -> AsyncRetrying:
-    """Retry transient Kafka/PostgreSQL failures; re-raise anything permanent at once."""
+def dependency_backoff(*, give_up_after_s: float | None = None,
+                       stopping: asyncio.Event | None = None) -> AsyncRetrying:
+    """Retry transient Kafka/PostgreSQL failures; re-raise anything permanent at once, and
+    the last failure when time is up or ``stopping`` is set (a SIGTERM during start-up)."""
+    stop = stop_after_delay(give_up_after_s) if give_up_after_s else stop_never
+    if stopping is not None:
+        stop = stop | stop_when_event_set(stopping)
     return AsyncRetrying(
         retry=retry_if_exception(is_retryable),
         wait=wait_random_exponential(multiplier=0.1, max=5.0),
-        stop=stop_after_delay(give_up_after_s) if give_up_after_s else stop_never,
+        stop=stop,
         reraise=True,
     )
 

@@ -34,10 +34,10 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
     stopping = stopping or stop_on_signals()
     registry = load_registry(intake_settings.tools_file)  # a bad registry stops us here, loudly
     endpoints = settings.endpoints
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME)
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             await migrate_service(pool, SCHEMA)
             await ensure_topics(endpoints.kafka_bootstrap, [AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE])

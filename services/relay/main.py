@@ -32,11 +32,11 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
     producers = ProducerHandle(
         lambda: new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes))
     # In a cluster the relay may start before Kafka or PostgreSQL answers: wait, bounded.
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
                                    max_size=relay_settings.workers + 2)
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S):
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             await producers.start()
     relay = Relay(pool, producers, relay_settings, metrics)
@@ -54,8 +54,14 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
             task.result()  # a worker that died of a permanent error stops the relay loudly
     finally:
         stopping.set()
+        _, unfinished = await asyncio.wait(tasks, timeout=relay_settings.shutdown_grace_s)
+        for task in unfinished:
+            task.cancel()  # a cancelled batch rolls back: its rows stay pending
         await asyncio.gather(*tasks, return_exceptions=True)
-        await producers.stop()
+        try:
+            await asyncio.wait_for(producers.stop(), relay_settings.shutdown_grace_s)
+        except TimeoutError:
+            log.warning("producer did not flush within the grace period (broker unreachable?)")
         await pool.close()
         log.info("relay stopped after publishing %d events (%d parked)",
                  relay.metrics.published, relay.metrics.parked)

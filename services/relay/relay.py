@@ -89,7 +89,10 @@ class Relay:
             rejected = {item.position: item.reason for item in checked
                         if isinstance(item, Unpublishable)}
             producer = self._producers.current
-            outcome = await publish(producer, records)
+            # Bounded: during a broker outage the producer would wait for ever, holding this
+            # transaction (row locks, the shard lock) and blocking shutdown.
+            outcome = await asyncio.wait_for(publish(producer, records),
+                                             self._settings.publish_timeout_s)
             await faults.hit("relay.after_publish_before_mark")
             rejected.update(outcome.permanent)
             if rejected:

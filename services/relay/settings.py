@@ -22,6 +22,11 @@ class RelaySettings(BaseSettings):
     max_message_bytes: int = Field(default=900_000, le=990_000)
     """Rows larger than this are parked instead of failing every publish attempt. It stays
     below the producer's batch size so that every publishable record fits one batch."""
+    publish_timeout_s: float = Field(default=30.0, gt=0)
+    """A batch unacknowledged this long is given up (rows stay pending, the transaction ends).
+    The producer keeps its queued batches, so order holds; they may arrive twice."""
+    shutdown_grace_s: float = Field(default=15.0, gt=0)
+    """On SIGTERM, workers get this long to finish a batch before they are cancelled."""
     retention_hours: float = 72.0
     retention_interval_s: float = 300.0
     worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")

@@ -1,4 +1,5 @@
-"""``intentledger demo``: infra up, migrations, a real relay process, one event end to end."""
+"""``intentledger demo``: infra up, migrations, the relay and intake as real processes, then
+one event end to end and an agent's proposals answered."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import subprocess
 import sys
 import uuid
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
 from faststream.kafka import KafkaBroker
 
+from services.demo.proposals import propose_act
 from services.registry import migrate_all
 from shared import infra
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
 from shared.db.unit_of_work import UnitOfWork
+from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.envelope import Envelope
 from shared.messaging.subscription import subscribe
@@ -32,15 +33,22 @@ async def run_demo(settings: Settings) -> int:
     endpoints = await asyncio.to_thread(infra.up, settings)
     for schema, applied in (await migrate_all(settings)).items():
         print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
-    await _ensure_topic(endpoints.kafka_bootstrap)
-    relay = _start_relay(endpoints, settings)
+    await ensure_topics(endpoints.kafka_bootstrap, [TOPIC], partitions=4)
+    services = [_start_service(name, endpoints, settings) for name in ("relay", "proposal-intake")]
     pool = await open_pool(endpoints.database_url, application_name="intentledger-demo")
     try:
-        return await _round_trip(pool, endpoints)
+        print("\n== 1. the backbone: state + outbox, relay, idempotent consumer")
+        backbone_ok = await _round_trip(pool, endpoints) == 0
+        print("\n== 2. an agent proposes a debit: accepted, duplicate, conflict")
+        intake_ok = await propose_act(endpoints)
     finally:
         await pool.close()
-        relay.terminate()
-        print(f"relay stopped (exit {relay.wait(30)})")
+        for name, process in services:
+            process.terminate()
+            print(f"{name} stopped (exit {process.wait(30)})")
+    ok = backbone_ok and intake_ok
+    print("\ndemo OK" if ok else "\ndemo FAILED")
+    return 0 if ok else 1
 
 
 async def _round_trip(pool, endpoints: Endpoints) -> int:
@@ -72,7 +80,7 @@ async def _round_trip(pool, endpoints: Endpoints) -> int:
     print(f"\nping {run_id}: state={row['state']} version={row['version']}; "
           f"delivered twice, applied {copies}x, duplicates ignored: {consumer.totals.duplicates}")
     ok = row["state"] == "received" and copies == 1
-    print("demo OK: one event, one effect" if ok else "demo FAILED")
+    print("one event, one effect" if ok else "UNEXPECTED: the event was not applied exactly once")
     return 0 if ok else 1
 
 
@@ -90,26 +98,15 @@ async def _send_ping(pool, run_id: str) -> Envelope:
     return event
 
 
-async def _ensure_topic(bootstrap: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(TOPIC, 4, 1)])
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        await admin.close()
-
-
-def _start_relay(endpoints: Endpoints, settings: Settings) -> subprocess.Popen:
+def _start_service(name: str, endpoints: Endpoints, settings: Settings) -> tuple[str, subprocess.Popen]:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    log_path = settings.logs_dir / "demo-relay.log"
+    log_path = settings.logs_dir / f"demo-{name}.log"
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
-    process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "relay"], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", name], env=env,
                                stdout=log_path.open("ab"), stderr=subprocess.STDOUT)
-    print(f"relay started (pid {process.pid}, log {log_path})")
-    return process
+    print(f"{name} started (pid {process.pid}, log {log_path})")
+    return name, process
 
 
 async def _wait_until(predicate, timeout: float) -> None:

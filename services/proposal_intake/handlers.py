@@ -91,16 +91,17 @@ class Intake:
             return
         run = await repository.run_for_update(conn, proposal.run_id)
         limits = self._run_limits(proposal)
-        if (refusal := _run_refusal(run, limits, proposal)) is not None:
+        cost = named.tool.cost_of(named.canonical.value)
+        if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
             outcomes.rejected(proposal, *refusal, named)
             return
         if run is None:  # the run starts with an accepted call, never with a refused one
             run = await repository.create_run(conn, proposal, limits)
-            if (refusal := _run_refusal(run, limits, proposal)) is not None:
+            if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
                 outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
                 return
         intent = intent_of(proposal, named, run["deadline_at"])
-        if await repository.insert_intent(conn, intent):
+        if await repository.insert_intent(conn, intent, cost[0] if cost else 0):
             outcomes.accepted(proposal, intent)
         elif not await _answered_by_existing(conn, outcomes, proposal, named):
             # The key was free when we looked; a concurrent transaction may have taken it since
@@ -144,8 +145,8 @@ async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProp
     return True
 
 
-def _run_refusal(run, limits: repository.RunLimits,
-                 proposal: ToolCallProposal) -> tuple[IntakeReason, str] | None:
+def _run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
+                 cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
     """Checked against the run when it exists, else against the limits it would start with."""
     if run is not None and run["tenant_id"] != proposal.tenant_id:
         return IntakeReason.RUN_TENANT_MISMATCH, "this run belongs to another tenant"
@@ -157,4 +158,21 @@ def _run_refusal(run, limits: repository.RunLimits,
     if run is not None and run["call_count"] >= run["max_calls"]:
         return (IntakeReason.RUN_CALL_BUDGET_EXHAUSTED,
                 f"the run already has its {run['max_calls']} logical calls")
+    return _cost_refusal(run, limits, cost)
+
+
+def _cost_refusal(run, limits: repository.RunLimits,
+                  cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
+    limit = run["cost_limit_minor"] if run is not None else limits.cost_limit_minor
+    if limit is None or cost is None:
+        return None
+    currency = run["currency"] if run is not None else limits.currency
+    spent = run["cost_spent_minor"] if run is not None else 0
+    amount, call_currency = cost
+    if call_currency != currency:
+        return (IntakeReason.RUN_COST_CURRENCY_MISMATCH,
+                f"the run's cost budget is in {currency}, this call costs {call_currency}")
+    if spent + amount > limit:
+        return (IntakeReason.RUN_COST_BUDGET_EXHAUSTED,
+                f"{spent} + {amount} minor units would exceed the run's cost budget of {limit}")
     return None

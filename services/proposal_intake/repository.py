@@ -45,7 +45,7 @@ async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.R
         "WHERE operation_key = $1", key)
 
 
-async def insert_intent(conn: asyncpg.Connection, intent: ToolIntent) -> bool:
+async def insert_intent(conn: asyncpg.Connection, intent: ToolIntent, cost_minor: int) -> bool:
     """False when the operation key or (run, provider call id) is already taken."""
     inserted = await conn.fetchval(
         f"INSERT INTO {SCHEMA}.logical_calls (logical_call_id, operation_key, run_id, provider, "
@@ -57,6 +57,7 @@ async def insert_intent(conn: asyncpg.Connection, intent: ToolIntent) -> bool:
         intent.provider_call_id, intent.tool_name, intent.tool_version, intent.arguments_hash,
         json.dumps(intent.canonical_arguments), intent.principal_id, intent.tenant_id)
     if inserted:
-        await conn.execute(f"UPDATE {SCHEMA}.runs SET call_count = call_count + 1 WHERE run_id = $1",
-                           intent.run_id)
+        await conn.execute(f"UPDATE {SCHEMA}.runs SET call_count = call_count + 1, "
+                           "cost_spent_minor = cost_spent_minor + $2 WHERE run_id = $1",
+                           intent.run_id, cost_minor)
     return inserted is not None

@@ -27,6 +27,8 @@ class IntakeReason(StrEnum):
     RUN_DEADLINE_PASSED = "run_deadline_passed"
     RUN_PRINCIPAL_MISMATCH = "run_principal_mismatch"
     RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
+    RUN_COST_BUDGET_EXHAUSTED = "run_cost_budget_exhausted"
+    RUN_COST_CURRENCY_MISMATCH = "run_cost_currency_mismatch"
     INTERNAL_ERROR = "internal_error"
 
 

@@ -40,6 +40,9 @@ class ToolSpec(BaseModel):
     retry: RetryContract
     reconciliation: Reconciliation
     topic: str = Field(pattern=KAFKA_TOPIC_PATTERN)
+    cost_from: str | None = Field(default=None, description=(
+        "Path of a money argument whose amount is what one call costs, counted against a run's "
+        "cost budget. Tools without it cost nothing."))
     aliases: tuple[str, ...] = Field(default=(), description=(
         "Other names an agent may use for this tool. OpenAI function names cannot contain "
         "dots, so a model prompted with `wallet_debit` proposes `wallet.debit` through an alias "
@@ -68,7 +71,26 @@ class ToolSpec(BaseModel):
             raise ValueError("reconciliation replay_same_key needs retry.replay_safe: true")
         self._check_rule_paths()
         self._check_key_fields()
+        if self.cost_from is not None and (self.cost_rule() is None
+                                           or paths.EACH in self.cost_rule().segments):
+            raise ValueError(f"cost_from {self.cost_from!r} must name the path of a money rule "
+                             "outside any list")
         return self
+
+    def cost_rule(self) -> MoneyRule | None:
+        return next((rule for rule in self.canonical
+                     if isinstance(rule, MoneyRule) and rule.path == self.cost_from), None)
+
+    def cost_of(self, canonical: dict[str, Any]) -> tuple[int, str] | None:
+        """(amount in minor units, currency) of one call, read from its canonical arguments."""
+        rule = self.cost_rule()
+        if rule is None:
+            return None
+        *parent, field = rule.segments
+        holder = paths.value_at(canonical, tuple(parent))
+        if not isinstance(holder, dict) or field not in holder:
+            return None  # an optional amount left out costs nothing
+        return holder[field], holder[rule.currency_field]
 
     def _check_rule_paths(self) -> None:
         seen: set[str] = set()

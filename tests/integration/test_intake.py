@@ -231,3 +231,20 @@ async def test_out_of_range_budgets_and_deadlines_are_answered_not_dead_lettered
         replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
     assert {r["outcome"] for r in replies.values()} == {"rejected"}
     assert intake.totals.dead_lettered == []
+
+
+async def test_a_run_cost_budget_counts_the_money_its_calls_move(pool, endpoints):
+    run = new_run()
+    budget = {"budget": {"cost_limit_minor": 5000, "currency": "EUR"}}
+
+    def debit(call: str, amount: str, currency: str = "EUR") -> dict:
+        return generic(run, call, operation_key=call, **budget,
+                       arguments={"wallet_id": "w-1", "amount": amount, "currency": currency})
+
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, debit("c1", "30.00"), debit("c2", "20.01"),
+                   debit("c3", "5", "USD"), debit("c4", "20.00"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 4))
+    assert {call: r["reason_code"] for call, r in replies.items()} == {
+        "c1": None, "c2": "run_cost_budget_exhausted", "c3": "run_cost_currency_mismatch", "c4": None}
+    assert await pool.fetchval(f"SELECT cost_spent_minor FROM {SCHEMA}.runs WHERE run_id = $1", run) == 5000

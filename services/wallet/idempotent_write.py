@@ -1,0 +1,82 @@
+"""The downstream SDK helper: an idempotent write keyed by the caller's operation key.
+
+Use it inside the transaction that performs the domain write::
+
+    claim = await claim_key(conn, schema, key, request_hash(request))
+    if claim.status == "new":
+        response = ...domain write...
+        await record_response(conn, schema, key, response)
+
+The key row and the domain write MUST commit in the same transaction. Saved apart, a crash
+between the two leaves either an applied effect with no key (the caller's retry under the
+same key applies it again: a double charge) or a key with no effect (the retry is told
+"done" for something that never happened). Together they are both there or both gone.
+
+Two transactions racing on one key serialise on the primary key: the second ``INSERT``
+waits for the first to commit (it then sees the recorded response) or to roll back (it then
+claims the key itself). The table's DDL is in the wallet's migration; copy it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import asyncpg
+
+from shared.db.identifiers import checked_identifier
+from shared.tools.jcs import jcs
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``new``: apply, then record. ``replay``: return ``response``, apply nothing.
+    ``reused``: the key was settled for a different request; refuse, apply nothing."""
+
+    status: Literal["new", "replay", "reused"]
+    response: dict[str, Any] | None = None
+
+
+def request_hash(request: Any) -> str:
+    """SHA-256 of the RFC 8785 form: key order and spelling of numbers cannot matter."""
+    return hashlib.sha256(jcs(request)).hexdigest()
+
+
+async def claim_key(conn: asyncpg.Connection, schema: str, operation_key: str,
+                    hash_: str) -> Claim:
+    table = _table(schema)
+    inserted = await conn.fetchval(
+        f"INSERT INTO {table} (operation_key, request_hash) VALUES ($1, $2) "
+        "ON CONFLICT (operation_key) DO NOTHING RETURNING true", operation_key, hash_)
+    if inserted:
+        return Claim("new")
+    row = await conn.fetchrow(
+        f"SELECT request_hash, response FROM {table} WHERE operation_key = $1", operation_key)
+    if row["request_hash"] != hash_:
+        return Claim("reused")
+    if row["response"] is None:
+        raise RuntimeError(f"key {operation_key!r} was claimed without a recorded response")
+    return Claim("replay", json.loads(row["response"]))
+
+
+async def record_response(conn: asyncpg.Connection, schema: str, operation_key: str,
+                          response: dict[str, Any]) -> None:
+    status = await conn.execute(
+        f"UPDATE {_table(schema)} SET response = $2::jsonb "
+        "WHERE operation_key = $1 AND response IS NULL", operation_key, json.dumps(response))
+    if status != "UPDATE 1":
+        raise RuntimeError(f"key {operation_key!r} is not claimed in this transaction")
+
+
+async def recorded_response(conn: asyncpg.Connection, schema: str,
+                            operation_key: str) -> dict[str, Any] | None:
+    """The status lookup by key (reconciliation's ``lookup_by_key``)."""
+    value = await conn.fetchval(
+        f"SELECT response FROM {_table(schema)} WHERE operation_key = $1", operation_key)
+    return json.loads(value) if value is not None else None
+
+
+def _table(schema: str) -> str:
+    return f'"{checked_identifier(schema)}".idempotency_keys'

@@ -110,16 +110,26 @@ class Intake:
                               "this provider call id already names another intent in this run", named)
 
     def _run_limits(self, proposal: ToolCallProposal) -> repository.RunLimits:
-        budget = proposal.budget
+        """The proposal's own limits first, then its tenant's defaults, then the intake's."""
+        stated = proposal.budget
+        tenant = self._settings.tenant_limits.get(proposal.tenant_id)
+
+        def pick(name: str, fallback):
+            return _first(getattr(stated, name, None), getattr(tenant, name, None), fallback)
+
+        run_seconds = _first(getattr(tenant, "run_seconds", None), self._settings.default_run_seconds)
+        costed = stated if stated and stated.cost_limit_minor is not None else tenant
         return repository.RunLimits(
-            deadline_at=proposal.deadline_at
-            or datetime.now(UTC) + timedelta(seconds=self._settings.default_run_seconds),
-            max_calls=budget.max_calls if budget and budget.max_calls else self._settings.default_max_calls,
-            max_attempts=(budget.max_attempts if budget and budget.max_attempts
-                          else self._settings.default_max_attempts),
-            cost_limit_minor=budget.cost_limit_minor if budget else None,
-            currency=budget.currency if budget else None,
+            deadline_at=proposal.deadline_at or datetime.now(UTC) + timedelta(seconds=run_seconds),
+            max_calls=pick("max_calls", self._settings.default_max_calls),
+            max_attempts=pick("max_attempts", self._settings.default_max_attempts),
+            cost_limit_minor=getattr(costed, "cost_limit_minor", None),
+            currency=getattr(costed, "currency", None),
         )
+
+
+def _first(*values):
+    return next((value for value in values if value is not None), None)
 
 
 def _refuse_message(outcomes: Outcomes, document, code: str, message: str,

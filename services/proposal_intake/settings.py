@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.proposal_intake.limits import Limits
+
+
+class TenantLimits(BaseModel):
+    """A tenant's defaults for runs whose first proposal states none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_calls: int | None = Field(default=None, ge=1)
+    max_attempts: int | None = Field(default=None, ge=1)
+    run_seconds: float | None = Field(default=None, gt=0)
+    cost_limit_minor: int | None = Field(default=None, ge=0)
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
 
 
 class IntakeSettings(BaseSettings):
@@ -20,5 +32,7 @@ class IntakeSettings(BaseSettings):
     default_max_attempts: int = Field(default=5, ge=1)
     default_run_seconds: float = Field(default=3600.0, gt=0)
     """A run without a stated deadline ends this long after its first proposal."""
+    tenant_limits: dict[str, TenantLimits] = {}
+    """Per-tenant run defaults, e.g. ``{"acme": {"max_calls": 20, "run_seconds": 600}}``."""
     limits: Limits = Limits()
     batch_size: int = Field(default=200, ge=1)

@@ -248,3 +248,17 @@ async def test_a_run_cost_budget_counts_the_money_its_calls_move(pool, endpoints
     assert {call: r["reason_code"] for call, r in replies.items()} == {
         "c1": None, "c2": "run_cost_budget_exhausted", "c3": "run_cost_currency_mismatch", "c4": None}
     assert await pool.fetchval(f"SELECT cost_spent_minor FROM {SCHEMA}.runs WHERE run_id = $1", run) == 5000
+
+
+async def test_a_tenants_defaults_bound_runs_that_state_no_limits(pool, endpoints, monkeypatch):
+    run, tenant = new_run(), f"t-{new_run()[-8:]}"
+    monkeypatch.setenv("INTENTLEDGER_INTAKE_TENANT_LIMITS",
+                       json.dumps({tenant: {"max_calls": 1, "run_seconds": 60}}))
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, generic(run, "c1", operation_key="k1", tenant=tenant),
+                   generic(run, "c2", operation_key="k2", tenant=tenant))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted", "run_call_budget_exhausted")
+    row = await pool.fetchrow(f"SELECT max_calls, deadline_at - created_at AS span FROM {SCHEMA}.runs "
+                              "WHERE run_id = $1", run)
+    assert row["max_calls"] == 1 and row["span"].total_seconds() < 120

@@ -17,7 +17,10 @@ from shared.contracts.proposals import INBOUND_PROPOSAL
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
                                      ProposalOutcome, ToolIntent)
 from shared.messaging.envelope import Envelope
-from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
+from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
+from shared.messaging.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
+                                     LEDGER_EFFECTS, LEDGER_INTAKE)
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://intentledger.dev/schemas/"
@@ -58,8 +61,28 @@ def ledger_intake_schema() -> dict[str, Any]:
                           *map(_outcome_agrees, others)])
 
 
+def approvals_schema() -> dict[str, Any]:
+    """Inbound from operators: a decision whose kind agrees with its event type."""
+    decisions = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
+    return _enveloped(LEDGER_APPROVALS, "A person's decision on a call that needs approval.",
+                      [ApprovalDecision], [_payload_is("ApprovalDecision"), *(
+                          {"if": _event_type_is(kind), "then": {"properties": {"payload": {
+                              "properties": {"decision": {"const": decision}}}}}}
+                          for kind, decision in decisions.items())],
+                      event_types=list(decisions))
+
+
+def effects_schema() -> dict[str, Any]:
+    """Outbound to any subscriber: effects that committed downstream."""
+    return _enveloped(LEDGER_EFFECTS, "A business effect that committed downstream, with its "
+                                      "audit trail (principal, policy version, worker, fence, "
+                                      "attempt, receipt).",
+                      [CommittedEffect], [_payload_is("CommittedEffect")],
+                      event_types=[EFFECT_COMMITTED])
+
+
 def _enveloped(topic: str, description: str, payloads: list[type[BaseModel]],
-               rules: list[dict[str, Any]]) -> dict[str, Any]:
+               rules: list[dict[str, Any]], event_types: list[str] | None = None) -> dict[str, Any]:
     _, definitions = models_json_schema([(m, "validation") for m in (Envelope, *payloads)],
                                         ref_template="#/$defs/{model}")
     return identified(f"{topic}.schema.json", {
@@ -67,7 +90,8 @@ def _enveloped(topic: str, description: str, payloads: list[type[BaseModel]],
         "description": description,
         "$defs": _open_to_additions(definitions["$defs"]),
         "allOf": [{"$ref": "#/$defs/Envelope"},
-                  {"properties": {"event_type": {"enum": list(OUTCOME_OF)}}}, *rules],
+                  {"properties": {"event_type": {"enum": event_types or list(OUTCOME_OF)}}},
+                  *rules],
     })
 
 

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.messaging.contract_schemas import (ID_BASE, identified, ledger_intake_schema,
+from shared.messaging.contract_schemas import (ID_BASE, approvals_schema, effects_schema,
+                                               identified, ledger_intake_schema,
                                                proposals_schema, results_schema)
 from shared.messaging.envelope import Envelope
 from shared.messaging.reason_catalog import reason_codes
@@ -45,6 +46,8 @@ GENERATED: dict[str, Callable[[], dict]] = {
     "agent.proposals.schema.json": proposals_schema,
     "agent.results.schema.json": results_schema,
     "ledger.intake.schema.json": ledger_intake_schema,
+    "ledger.approvals.schema.json": approvals_schema,
+    "ledger.effects.schema.json": effects_schema,
     REASON_CODES: reason_codes_document,
 }
 

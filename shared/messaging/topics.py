@@ -3,3 +3,5 @@
 AGENT_PROPOSALS = "agent.proposals"  # ⚑ in: proposals from agents, any supported format
 AGENT_RESULTS = "agent.results"      # ⚑ out: outcomes agents pair back to their tool calls
 LEDGER_INTAKE = "ledger.intake"      # internal: intake's ledger events, consumed by policy
+LEDGER_APPROVALS = "ledger.approvals"  # ⚑ in: people's approval decisions, consumed by policy
+LEDGER_EFFECTS = "ledger.effects"    # ⚑ out: committed business effects, for any subscriber

@@ -284,3 +284,18 @@ def test_the_asyncapi_headers_are_the_envelope_headers(asyncapi):
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
     declared = asyncapi["components"]["schemas"]["EnvelopeHeaders"]["properties"]
     assert set(declared) == set(Envelope.model_validate(full).headers())
+
+
+def test_an_approval_whose_decision_disagrees_with_its_event_type_is_invalid():
+    granted = example(topics.LEDGER_APPROVALS, "approval-granted")
+    assert validator(topics.LEDGER_APPROVALS).is_valid(granted)
+    granted["payload"]["decision"] = "refused"
+    assert not validator(topics.LEDGER_APPROVALS).is_valid(granted)
+
+
+@pytest.mark.parametrize("field", ["fence", "attempt", "policy_version", "downstream_receipt_id",
+                                   "worker_id", "principal_id"])
+def test_an_effect_without_its_audit_trail_is_invalid(field):
+    effect = example(topics.LEDGER_EFFECTS, "effect-committed")
+    effect["payload"].pop(field)
+    assert not validator(topics.LEDGER_EFFECTS).is_valid(effect)

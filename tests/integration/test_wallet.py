@@ -1,0 +1,236 @@
+"""The reference wallet on real Kafka and PostgreSQL: requests are produced to its topic as the
+dispatcher's relay would, receipts are read back from a per-test reply topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from services.wallet.contracts import EFFECT_RECEIPT_ISSUED, EFFECT_REQUESTED, EffectRequested
+from services.wallet.handlers import lookup, open_wallet
+from services.wallet.main import run_wallet
+from services.wallet.repository import MIGRATIONS, SCHEMA
+from services.wallet.settings import WalletSettings
+from shared import faults
+from shared.config import Endpoints, Settings
+from shared.db.migrations import migrate, plan_for
+from shared.messaging.consumer import BatchReport
+from shared.messaging.envelope import Envelope
+from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
+from tests.support.relay import running_relay
+
+pytestmark = pytest.mark.infra
+
+
+class WalletRun:
+    def __init__(self, request_topic: str, reply_topic: str) -> None:
+        self.request_topic = request_topic
+        self.reply_topic = reply_topic
+        self.totals: BatchReport | None = None
+
+
+@pytest.fixture(autouse=True)
+async def wallet_schema(pool) -> None:
+    async with pool.acquire() as conn:
+        await migrate(conn, SCHEMA, plan_for(MIGRATIONS))
+
+
+@asynccontextmanager
+async def running_wallet(endpoints: Endpoints) -> AsyncIterator[WalletRun]:
+    run = WalletRun(unique_topic("effects.wallet"), unique_topic("effects.wallet.receipts"))
+    for topic in (run.request_topic, run.reply_topic):
+        await create_topic(endpoints.kafka_bootstrap, topic)
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
+    task = asyncio.create_task(run_wallet(
+        settings, WalletSettings(request_topic=run.request_topic, reply_topic=run.reply_topic),
+        stopping))
+    try:
+        async with running_relay(endpoints, SCHEMA, poll_interval_s=0.2):
+            yield run
+    finally:
+        stopping.set()
+        run.totals = (await task).totals
+
+
+def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.debit",
+            attempt: int = 1, run_id: str | None = None) -> Envelope:
+    payload = EffectRequested(
+        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
+        attempt=attempt, fence=1, logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
+        deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic=run.reply_topic)
+    return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}", producer="dispatcher",
+                        payload=payload.model_dump(mode="json"))
+
+
+async def send(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for envelope in envelopes:
+            await producer.send_and_wait(
+                topic, envelope.value(), key=envelope.run_id.encode(),
+                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
+    finally:
+        await producer.stop()
+
+
+async def receipts(bootstrap: str, run: WalletRun, count: int) -> list[dict]:
+    records = await read_topic(bootstrap, run.reply_topic, until=count, timeout=60)
+    envelopes = [json.loads(record.value) for record in records]
+    assert all(e["event_type"] == EFFECT_RECEIPT_ISSUED for e in envelopes)
+    return [e["payload"] for e in envelopes]
+
+
+def new_key() -> str:
+    return f"op-{uuid.uuid4().hex[:12]}"
+
+
+async def new_wallet(pool, balance_minor: int = 10_000) -> str:
+    wallet_id = f"tenant/acme/w-{uuid.uuid4().hex[:10]}"
+    assert await open_wallet(pool, wallet_id, "EUR", balance_minor)
+    return wallet_id
+
+
+def debit(wallet_id: str, amount: int = 4000, currency: str = "EUR") -> dict:
+    return {"wallet_id": wallet_id, "amount": amount, "currency": currency}
+
+
+async def balance(pool, wallet_id: str) -> int:
+    return await pool.fetchval(f"SELECT balance_minor FROM {SCHEMA}.wallets WHERE id = $1", wallet_id)
+
+
+async def debits(pool, wallet_id: str) -> int:
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.debits WHERE wallet_id = $1", wallet_id)
+
+
+async def receipts_written(pool, key: str) -> int:
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.outbox "
+                               "WHERE envelope->'payload'->>'operation_key' = $1", key)
+
+
+async def test_a_debit_is_applied_once_and_answered_with_a_receipt(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+        [receipt] = await receipts(endpoints.kafka_bootstrap, run, 1)
+    assert receipt["status"] == "applied" and receipt["replayed"] is False
+    assert receipt["operation_key"] == key and receipt["attempt"] == 1
+    assert receipt["result"]["balance_minor"] == 6000 == await balance(pool, wallet)
+    assert await debits(pool, wallet) == 1
+    found = await lookup(pool, key)
+    assert found.replayed is True and str(found.receipt_id) == receipt["receipt_id"]
+    assert found.result == receipt["result"]
+    assert await lookup(pool, new_key()) is None
+
+
+async def test_a_redelivered_batch_debits_once_and_answers_once(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    faults.configure("wallet.after_commit=drop@1")
+    try:
+        async with running_wallet(endpoints) as run:
+            await send(endpoints.kafka_bootstrap, run.request_topic,
+                       request(run, key, debit(wallet), run_id=key))
+            await receipts(endpoints.kafka_bootstrap, run, 1)
+            # Same partition, sent later: once it is answered, the redelivery came before it.
+            await send(endpoints.kafka_bootstrap, run.request_topic,
+                       request(run, new_key(), debit(wallet, 1000), run_id=key))
+            await receipts(endpoints.kafka_bootstrap, run, 2)
+    finally:
+        faults.configure("")
+    assert run.totals.duplicates >= 1  # the batch really was delivered again
+    assert await debits(pool, wallet) == 2 and await balance(pool, wallet) == 5000
+    assert await receipts_written(pool, key) == 1
+
+
+async def test_a_resent_request_under_the_same_key_replays_the_recorded_receipt(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        first = request(run, key, debit(wallet))
+        again = request(run, key, debit(wallet), attempt=2)
+        await send(endpoints.kafka_bootstrap, run.request_topic, first, first, again)
+        answers = await receipts(endpoints.kafka_bootstrap, run, 2)
+    assert [a["replayed"] for a in answers] == [False, True]
+    assert [a["attempt"] for a in answers] == [1, 2]
+    assert answers[0]["result"] == answers[1]["result"]  # same debit_id, same balance
+    assert answers[0]["receipt_id"] == answers[1]["receipt_id"]
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+    assert await receipts_written(pool, key) == 2  # the same envelope twice was answered once
+
+
+async def test_the_same_key_with_another_amount_is_refused_and_changes_nothing(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)),
+                   request(run, key, debit(wallet, 4100), attempt=2))
+        first, second = await receipts(endpoints.kafka_bootstrap, run, 2)
+    assert first["status"] == "applied"
+    assert second["status"] == "rejected" and second["reason"] == "operation_key_reused"
+    assert second["result"] is None
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+
+
+async def test_insufficient_funds_is_refused_and_nothing_is_applied(pool, endpoints):
+    wallet, key = await new_wallet(pool, balance_minor=3999), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+        [receipt] = await receipts(endpoints.kafka_bootstrap, run, 1)
+    assert receipt["status"] == "rejected" and receipt["reason"] == "insufficient_funds"
+    assert await debits(pool, wallet) == 0 and await balance(pool, wallet) == 3999
+
+
+async def test_a_refund_gives_back_a_debit_but_never_more_than_it(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+        [debited] = await receipts(endpoints.kafka_bootstrap, run, 1)
+        refund = debit(wallet, 1500) | {"debit_id": debited["result"]["debit_id"]}
+        await send(endpoints.kafka_bootstrap, run.request_topic,
+                   request(run, f"{key}:refund", refund, tool="wallet.refund"),
+                   request(run, f"{key}:refund-2", refund | {"amount": 2501}, tool="wallet.refund"),
+                   request(run, f"{key}:refund-3", refund | {"debit_id": "nope"}, tool="wallet.refund"))
+        _, refunded, too_much, unknown = await receipts(endpoints.kafka_bootstrap, run, 4)
+    assert refunded["status"] == "applied" and refunded["result"]["balance_minor"] == 7500
+    assert refunded["result"]["refund_id"]
+    assert too_much["reason"] == "refund_exceeds_debit"
+    assert unknown["reason"] == "debit_not_found"
+    assert await balance(pool, wallet) == 7500
+
+
+async def test_a_lost_response_leaves_one_debit_and_a_replay_recovers_the_receipt(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    faults.configure("wallet.after_commit_drop_response=drop@1")
+    try:
+        async with running_wallet(endpoints) as run:
+            await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+            assert await wait_for(lambda: debits(pool, wallet), timeout=60) == 1
+            assert await receipts_written(pool, key) == 0  # committed with the debit, or never
+            assert (await lookup(pool, key)).status == "applied"
+            await send(endpoints.kafka_bootstrap, run.request_topic,
+                       request(run, key, debit(wallet), attempt=2))
+            [receipt] = await receipts(endpoints.kafka_bootstrap, run, 1)
+    finally:
+        faults.configure("")
+    assert receipt["status"] == "applied" and receipt["replayed"] is True
+    assert receipt["attempt"] == 2 and receipt["result"]["balance_minor"] == 6000
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+
+
+async def test_a_transient_failure_is_redelivered_and_applied_once(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    faults.configure("wallet.fail=drop@1")
+    try:
+        async with running_wallet(endpoints) as run:
+            await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+            [receipt] = await receipts(endpoints.kafka_bootstrap, run, 1)
+    finally:
+        faults.configure("")
+    assert receipt["status"] == "applied" and receipt["replayed"] is False
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000

@@ -22,7 +22,6 @@ import statistics
 import time
 from pathlib import Path
 
-from services.relay.metrics import RelayMetrics
 from services.relay.publisher import new_producer
 from services.relay.settings import RelaySettings
 from shared import infra
@@ -100,7 +99,7 @@ async def _raw_kafka(bootstrap: str, rows: int) -> float:
 
 async def _steady_lag(pool, endpoints, rate_per_s: int, seconds: float) -> dict:
     probe = await _fresh_probe(pool, endpoints)
-    per_tick, tick = rate_per_s // 100, 0.01
+    per_tick = rate_per_s // 100  # 100 ticks a second
     total = 0
     async with running_relay(endpoints, probe.schema) as metrics:
         started = time.perf_counter()

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 
     serve = commands.add_parser("serve", help="run one service in the foreground")
-    serve.add_argument("service", choices=["relay", "proposal-intake"])
+    serve.add_argument("service", choices=["relay", "proposal-intake", "wallet"])
     serve.add_argument("--log-level", default="INFO")
 
     commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
@@ -59,10 +59,14 @@ def main(argv: list[str] | None = None) -> int:
             from services.relay.main import run_relay
 
             asyncio.run(run_relay(settings))
-        else:
+        elif args.service == "proposal-intake":
             from services.proposal_intake.main import run_intake
 
             asyncio.run(run_intake(settings))
+        else:
+            from services.wallet.main import run_wallet
+
+            asyncio.run(run_wallet(settings))
         return 0
     if args.command == "demo":
         import logging

@@ -22,6 +22,7 @@ class ServiceSchema:
 
 SCHEMAS = (
     ServiceSchema("proposal_intake", _HERE / "proposal_intake" / "migrations"),
+    ServiceSchema("wallet", _HERE / "wallet" / "migrations"),
     ServiceSchema("demo", _HERE / "demo" / "migrations"),
 )
 

@@ -8,7 +8,6 @@ JSON, no readable run id) raises PermanentError, so the consumer template dead-l
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
 from dataclasses import dataclass

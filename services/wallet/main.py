@@ -9,11 +9,11 @@ import os
 from faststream.kafka import KafkaBroker
 
 from services.wallet.handlers import handle_effect_request
-from services.wallet.repository import MIGRATIONS, SCHEMA
+from services.registry import migrate_service
+from services.wallet.repository import SCHEMA
 from services.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Settings
-from shared.db.migrations import migrate, plan_for
 from shared.db.pool import open_pool
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import IdempotentConsumer
@@ -41,8 +41,7 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
             pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME)
     async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
-            async with pool.acquire() as conn:
-                await migrate(conn, SCHEMA, plan_for(MIGRATIONS))
+            await migrate_service(pool, SCHEMA)
             await ensure_topics(endpoints.kafka_bootstrap,
                                 [wallet_settings.request_topic, wallet_settings.reply_topic])
     consumer = IdempotentConsumer(GROUP_ID, SCHEMA, pool, handle_effect_request)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import asyncpg
 
@@ -10,7 +9,6 @@ from services.wallet.contracts import EffectRequested
 from services.wallet.domain import Debit, Wallet
 
 SCHEMA = "wallet"
-MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 async def wallet_for_update(conn: asyncpg.Connection, wallet_id: str) -> Wallet | None:

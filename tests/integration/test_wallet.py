@@ -16,11 +16,11 @@ from aiokafka import AIOKafkaProducer
 from services.wallet.contracts import EFFECT_RECEIPT_ISSUED, EFFECT_REQUESTED, EffectRequested
 from services.wallet.handlers import lookup, open_wallet
 from services.wallet.main import run_wallet
-from services.wallet.repository import MIGRATIONS, SCHEMA
+from services.registry import migrate_service
+from services.wallet.repository import SCHEMA
 from services.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints, Settings
-from shared.db.migrations import migrate, plan_for
 from shared.messaging.consumer import BatchReport
 from shared.messaging.envelope import Envelope
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
@@ -38,8 +38,7 @@ class WalletRun:
 
 @pytest.fixture(autouse=True)
 async def wallet_schema(pool) -> None:
-    async with pool.acquire() as conn:
-        await migrate(conn, SCHEMA, plan_for(MIGRATIONS))
+    await migrate_service(pool, SCHEMA)
 
 
 @asynccontextmanager
@@ -196,7 +195,8 @@ async def test_a_refund_gives_back_a_debit_but_never_more_than_it(pool, endpoint
                    request(run, f"{key}:refund", refund, tool="wallet.refund"),
                    request(run, f"{key}:refund-2", refund | {"amount": 2501}, tool="wallet.refund"),
                    request(run, f"{key}:refund-3", refund | {"debit_id": "nope"}, tool="wallet.refund"))
-        _, refunded, too_much, unknown = await receipts(endpoints.kafka_bootstrap, run, 4)
+        by_key = {r["operation_key"]: r for r in await receipts(endpoints.kafka_bootstrap, run, 4)}
+        refunded, too_much, unknown = (by_key[f"{key}:{name}"] for name in ("refund", "refund-2", "refund-3"))
     assert refunded["status"] == "applied" and refunded["result"]["balance_minor"] == 7500
     assert refunded["result"]["refund_id"]
     assert too_much["reason"] == "refund_exceeds_debit"

@@ -1,0 +1,68 @@
+"""The life of a consuming service: connect (patiently), prepare, consume until told to stop.
+
+Every service that applies Kafka records follows the same start-up and shutdown: it may start
+before PostgreSQL or Kafka answers (Kubernetes starts pods in any order), so connecting and
+preparing retry with backoff, bounded and interruptible by SIGTERM; on stop the broker is
+stopped first (no new batches) and the pool last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+from faststream.kafka import KafkaBroker
+
+from shared.config import Endpoints
+from shared.db.pool import open_pool
+from shared.messaging.admin import ensure_topics
+from shared.messaging.consumer import Decoder, Handler, IdempotentConsumer, decode_envelope
+from shared.messaging.subscription import subscribe
+from shared.retry import dependency_backoff
+
+log = logging.getLogger(__name__)
+STARTUP_PATIENCE_S = 120.0
+
+
+@dataclass(frozen=True)
+class ConsumerService:
+    name: str
+    """Kebab-case service name: its consumer group and ``intentledger-<name>`` in pg_stat_activity."""
+    schema: str
+    consumes: str
+    topics: tuple[str, ...]
+    """Every topic it reads or writes, created at start when missing."""
+    crash_point: str
+    batch_size: int = 500
+    decoder: Decoder = decode_envelope
+
+
+async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler, *,
+                prepare: Callable[[asyncpg.Pool], Awaitable[object]],
+                stopping: asyncio.Event) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
+        with attempt:
+            pool = await open_pool(endpoints.database_url, application_name=f"intentledger-{service.name}")
+    try:
+        async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
+            with attempt:
+                await prepare(pool)
+                await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
+        consumer = IdempotentConsumer(service.name, service.schema, pool, handler, decoder=service.decoder)
+        broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
+        subscribe(broker, consumer, service.consumes, group_id=service.name,
+                  max_records=service.batch_size, crash_point=service.crash_point)
+        await broker.start()
+        log.info("%s started, consuming %s", service.name, service.consumes)
+        try:
+            await stopping.wait()
+        finally:
+            await broker.stop()
+            log.info("%s stopped: %s", service.name, consumer.totals)
+    finally:
+        await pool.close()
+    return consumer

@@ -1,7 +1,9 @@
 """The idempotent-consumer template every service uses to apply Kafka events.
 
-For a batch of records, in ONE PostgreSQL transaction: decode each envelope, insert inbox
-markers (event id = dedup key, so a republished copy at another offset is still a duplicate),
+For a batch of records, in ONE PostgreSQL transaction: decode each record (our envelope by
+default; a service reading outside messages, like the intake, brings a decoder that names the
+record's dedup id), insert inbox markers (event id = dedup key, so a republished copy at
+another offset is still a duplicate),
 apply the fresh ones through the service's handler, write any outbox rows the handler emits,
 and commit. Only then may the caller commit Kafka offsets: offsets never run ahead of
 durable state, so a crash anywhere before the commit redelivers the whole batch.

@@ -191,10 +191,13 @@ async def test_a_refund_gives_back_a_debit_but_never_more_than_it(pool, endpoint
         await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
         [debited] = await receipts(endpoints.kafka_bootstrap, run, 1)
         refund = debit(wallet, 1500) | {"debit_id": debited["result"]["debit_id"]}
+        one_run = f"run-{key}"  # one partition: the refunds are applied in the order sent
         await send(endpoints.kafka_bootstrap, run.request_topic,
-                   request(run, f"{key}:refund", refund, tool="wallet.refund"),
-                   request(run, f"{key}:refund-2", refund | {"amount": 2501}, tool="wallet.refund"),
-                   request(run, f"{key}:refund-3", refund | {"debit_id": "nope"}, tool="wallet.refund"))
+                   request(run, f"{key}:refund", refund, tool="wallet.refund", run_id=one_run),
+                   request(run, f"{key}:refund-2", refund | {"amount": 2501}, tool="wallet.refund",
+                           run_id=one_run),
+                   request(run, f"{key}:refund-3", refund | {"debit_id": "nope"}, tool="wallet.refund",
+                           run_id=one_run))
         by_key = {r["operation_key"]: r for r in await receipts(endpoints.kafka_bootstrap, run, 4)}
         refunded, too_much, unknown = (by_key[f"{key}:{name}"] for name in ("refund", "refund-2", "refund-3"))
     assert refunded["status"] == "applied" and refunded["result"]["balance_minor"] == 7500

@@ -15,6 +15,10 @@ from tenacity.wait import wait_random_exponential
 from shared.errors import is_retryable
 
 
+STARTUP_PATIENCE_S = 120.0
+"""How long a starting service waits for Kafka and PostgreSQL (pods start in any order)."""
+
+
 def dependency_backoff(*, give_up_after_s: float | None = None,
                        stopping: asyncio.Event | None = None) -> AsyncRetrying:
     """Retry transient Kafka/PostgreSQL failures; re-raise anything permanent at once, and

@@ -14,12 +14,11 @@ from services.relay.wakeup import OutboxWakeup
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
-from shared.retry import dependency_backoff
+from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 APPLICATION_NAME = "intentledger-relay"
-STARTUP_PATIENCE_S = 120.0
 
 
 async def run_relay(settings: Settings, relay_settings: RelaySettings | None = None,

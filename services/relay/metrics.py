@@ -15,7 +15,6 @@ class RelayMetrics:
     published: int = 0
     parked: int = 0
     batches: int = 0
-    transient_failures: int = 0
     backlog: dict[str, int] = field(default_factory=dict)
     publish_lag_ms: list[float] = field(default_factory=list)
     """Kept for the benchmark; bounded by ``keep_lag_samples``."""

@@ -44,7 +44,6 @@ class ProducerHandle:
         self._factory = factory
         self._lock = asyncio.Lock()
         self.current: AIOKafkaProducer | None = None
-        self.replacements = 0
 
     async def start(self) -> None:
         self.current = await self._started()
@@ -56,7 +55,6 @@ class ProducerHandle:
             if producer is not self.current:
                 return  # another worker already replaced it
             self.current = await self._started()
-            self.replacements += 1
             log.warning("replaced the Kafka producer after %s", type(error).__name__)
         try:
             await asyncio.wait_for(producer.stop(), 10)

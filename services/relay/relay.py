@@ -67,7 +67,6 @@ class Relay:
                 if not is_retryable(error):
                     raise
                 failures += 1
-                self.metrics.transient_failures += 1
                 log.warning("relay %s/%s: %s; backing off", schema, shard, error)
                 await asyncio.sleep(backoff_delay(failures))
                 more = True

@@ -24,7 +24,6 @@ class OutboxWakeup:
         self._application_name = application_name
         self._event = asyncio.Event()
         self._connection: asyncpg.Connection | None = None
-        self.reconnects = 0
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Keep one LISTENing connection alive until ``stopping`` is set."""
@@ -53,7 +52,6 @@ class OutboxWakeup:
 
     async def _listen(self) -> None:
         if self._connection is not None:
-            self.reconnects += 1
             self._connection.terminate()
         self._connection = await asyncpg.connect(
             self._database_url, server_settings={"application_name": self._application_name})

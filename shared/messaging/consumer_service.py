@@ -21,10 +21,9 @@ from shared.db.pool import open_pool
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import Decoder, Handler, IdempotentConsumer, decode_envelope
 from shared.messaging.subscription import subscribe
-from shared.retry import dependency_backoff
+from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 
 log = logging.getLogger(__name__)
-STARTUP_PATIENCE_S = 120.0
 
 
 @dataclass(frozen=True)

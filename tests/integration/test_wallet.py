@@ -3,7 +3,6 @@ dispatcher's relay would, receipts are read back from a per-test reply topic."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -20,20 +19,18 @@ from services.registry import migrate_service
 from services.wallet.repository import SCHEMA
 from services.wallet.settings import WalletSettings
 from shared import faults
-from shared.config import Endpoints, Settings
-from shared.messaging.consumer import BatchReport
+from shared.config import Endpoints
 from shared.messaging.envelope import Envelope
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
-from tests.support.relay import running_relay
+from tests.support.services import ServiceRun, running_service
 
 pytestmark = pytest.mark.infra
 
 
-class WalletRun:
+class WalletRun(ServiceRun):
     def __init__(self, request_topic: str, reply_topic: str) -> None:
         self.request_topic = request_topic
         self.reply_topic = reply_topic
-        self.totals: BatchReport | None = None
 
 
 @pytest.fixture(autouse=True)
@@ -46,17 +43,10 @@ async def running_wallet(endpoints: Endpoints) -> AsyncIterator[WalletRun]:
     run = WalletRun(unique_topic("effects.wallet"), unique_topic("effects.wallet.receipts"))
     for topic in (run.request_topic, run.reply_topic):
         await create_topic(endpoints.kafka_bootstrap, topic)
-    stopping = asyncio.Event()
-    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
-    task = asyncio.create_task(run_wallet(
-        settings, WalletSettings(request_topic=run.request_topic, reply_topic=run.reply_topic),
-        stopping))
-    try:
-        async with running_relay(endpoints, SCHEMA, poll_interval_s=0.2):
-            yield run
-    finally:
-        stopping.set()
-        run.totals = (await task).totals
+    topics = WalletSettings(request_topic=run.request_topic, reply_topic=run.reply_topic)
+    async with running_service(endpoints, SCHEMA, lambda settings, stopping: run_wallet(
+            settings, topics, stopping), run):
+        yield run
 
 
 def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.debit",

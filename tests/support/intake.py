@@ -3,42 +3,23 @@ back from agent.results (the relay publishes them)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.proposal_intake.main import run_intake
 from services.proposal_intake.repository import SCHEMA
-from shared.config import Endpoints, Settings
-from shared.messaging.consumer import BatchReport
+from shared.config import Endpoints
 from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
-from tests.support.relay import running_relay
+from tests.support.services import running_service
 
 
-class IntakeRun:
-    """Filled in when the intake stops: its consumer's committed totals."""
-
-    totals: BatchReport | None = None
-
-
-@asynccontextmanager
-async def running_intake(endpoints: Endpoints) -> AsyncIterator[IntakeRun]:
+def running_intake(endpoints: Endpoints):
     """The intake and a relay for its outbox, both in this event loop."""
-    stopping = asyncio.Event()
-    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
-    task = asyncio.create_task(run_intake(settings, stopping=stopping))
-    run = IntakeRun()
-    try:
-        async with running_relay(endpoints, SCHEMA, poll_interval_s=0.2):
-            yield run
-    finally:
-        stopping.set()
-        run.totals = (await task).totals
+    return running_service(endpoints, SCHEMA, lambda settings, stopping: run_intake(
+        settings, stopping=stopping))
 
 
 async def send(bootstrap: str, *messages: dict | bytes, key: str = "agent") -> None:

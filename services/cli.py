@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import sys
+import uuid
 
 from shared.config import Settings
 
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 
     serve = commands.add_parser("serve", help="run one service in the foreground")
-    serve.add_argument("service", choices=["relay", "proposal-intake", "wallet"])
+    serve.add_argument("service", choices=["relay", "proposal-intake", "policy",
+                                           "dispatcher", "wallet", "warehouse"])
     serve.add_argument("--log-level", default="INFO")
 
     commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
@@ -40,6 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     propose.add_argument("--key", help="caller-stated operation key")
     propose.add_argument("--call-id", default="cli-1")
     propose.add_argument("--timeout", type=float, default=30.0)
+
+    approve = commands.add_parser("approve", help="grant a call awaiting approval")
+    reject = commands.add_parser("reject", help="refuse a call awaiting approval")
+    for decide in (approve, reject):
+        decide.add_argument("logical_call_id", type=uuid.UUID)
+        decide.add_argument("--approver", required=True, help="who decides (never the requester)")
+        decide.add_argument("--reason")
+    approve.add_argument("--ttl-seconds", type=float, default=900.0,
+                         help="how long the grant stays valid")
 
     args = parser.parse_args(argv)
     settings = Settings()
@@ -63,10 +74,22 @@ def main(argv: list[str] | None = None) -> int:
             from services.proposal_intake.main import run_intake
 
             asyncio.run(run_intake(settings))
-        else:
+        elif args.service == "policy":
+            from services.policy.main import run_policy
+
+            asyncio.run(run_policy(settings))
+        elif args.service == "dispatcher":
+            from services.dispatcher.main import run_dispatcher
+
+            asyncio.run(run_dispatcher(settings))
+        elif args.service == "wallet":
             from services.wallet.main import run_wallet
 
             asyncio.run(run_wallet(settings))
+        else:
+            from services.warehouse.main import run_warehouse
+
+            asyncio.run(run_warehouse(settings))
         return 0
     if args.command == "demo":
         import logging
@@ -79,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(run_demo(settings))
     if args.command == "propose":
         return asyncio.run(_propose(settings, args))
+    if args.command in ("approve", "reject"):
+        return asyncio.run(_decide(settings, args))
     return 2
 
 
@@ -93,6 +118,20 @@ async def _propose(settings: Settings, args: argparse.Namespace) -> int:
     shown = {name: value for name, value in outcome.payload.items() if value is not None}
     print(json.dumps({"status": outcome.status, **shown}, indent=2))
     return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
+
+
+async def _decide(settings: Settings, args: argparse.Namespace) -> int:
+    from services.policy.approve_cli import Answer, NotAwaitingApproval, send_answer
+
+    answer = Answer(args.logical_call_id, args.approver, granted=args.command == "approve",
+                    reason=args.reason, ttl_seconds=getattr(args, "ttl_seconds", 900.0))
+    try:
+        published = await send_answer(settings.endpoints, answer)
+    except NotAwaitingApproval as refusal:
+        print(f"intentledger: {refusal}", file=sys.stderr)
+        return 1
+    print(json.dumps(published, indent=2))
+    return 0
 
 
 def _infra(settings: Settings, action: str, purge: bool) -> int:

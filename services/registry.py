@@ -22,7 +22,10 @@ class ServiceSchema:
 
 SCHEMAS = (
     ServiceSchema("proposal_intake", _HERE / "proposal_intake" / "migrations"),
+    ServiceSchema("policy", _HERE / "policy" / "migrations"),
+    ServiceSchema("dispatcher", _HERE / "dispatcher" / "migrations"),
     ServiceSchema("wallet", _HERE / "wallet" / "migrations"),
+    ServiceSchema("warehouse", _HERE / "warehouse" / "migrations"),
     ServiceSchema("demo", _HERE / "demo" / "migrations"),
 )
 

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     database_name: str = "intentledger"
     postgres_fast: bool = False
     """Benchmarks only: fsync and synchronous_commit off, so a crash may lose commits."""
+    capability_secret: SecretStr = SecretStr("intentledger-development-only")
+    """HMAC key the policy signs capabilities with and the dispatcher checks them with. The
+    default is for local runs only; deployments set it from a secret."""
     infra_mode: Literal["auto", "local", "docker"] = "auto"
     """How ``infra up`` runs services: ``auto`` uses Docker when a daemon answers, else local processes."""
 

@@ -1,5 +1,5 @@
-"""``intentledger demo``: infra up, migrations, the relay and intake as real processes, then
-one event end to end and an agent's proposals answered."""
+"""``intentledger demo``: infra up, migrations, every service as a real process, then one event
+end to end, an agent's proposals answered, and the crash-after-debit story ending in one debit."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import uuid
 
 from faststream.kafka import KafkaBroker
 
+from services.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
+                                       crash_story)
 from services.demo.proposals import propose_act
 from services.registry import migrate_all
 from shared import infra
@@ -34,19 +36,30 @@ async def run_demo(settings: Settings) -> int:
     for schema, applied in (await migrate_all(settings)).items():
         print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
     await ensure_topics(endpoints.kafka_bootstrap, [TOPIC], partitions=4)
-    services = [_start_service(name, endpoints, settings) for name in ("relay", "proposal-intake")]
+    services = [_start_service(name, endpoints, settings) for name in ("relay", "proposal-intake",
+                                                                       "policy")]
+    services.append(_start_service("wallet", endpoints, settings, WALLET_FAULTS))
+    dying = _start_service("dispatcher", endpoints, settings, DISPATCHER_FAULTS | DISPATCHER_TUNING)
+    services.append(dying)
+
+    def restart_dispatcher(env: dict[str, str]) -> subprocess.Popen:
+        return _start_service("dispatcher", endpoints, settings, env)[1]
+
     pool = await open_pool(endpoints.database_url, application_name="intentledger-demo")
     try:
         print("\n== 1. the backbone: state + outbox, relay, idempotent consumer")
         backbone_ok = await _round_trip(pool, endpoints) == 0
         print("\n== 2. an agent proposes a debit: accepted, duplicate, conflict")
         intake_ok = await propose_act(endpoints)
+        print("\n== 3. the crash after the debit: committed, answer lost, dispatcher dead")
+        story_ok = await crash_story(endpoints, pool, dying[1], restart_dispatcher)
     finally:
         await pool.close()
         for name, process in services:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
             print(f"{name} stopped (exit {process.wait(30)})")
-    ok = backbone_ok and intake_ok
+    ok = backbone_ok and intake_ok and story_ok
     print("\ndemo OK" if ok else "\ndemo FAILED")
     return 0 if ok else 1
 
@@ -98,11 +111,12 @@ async def _send_ping(pool, run_id: str) -> Envelope:
     return event
 
 
-def _start_service(name: str, endpoints: Endpoints, settings: Settings) -> tuple[str, subprocess.Popen]:
+def _start_service(name: str, endpoints: Endpoints, settings: Settings,
+                   extra_env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen]:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"demo-{name}.log"
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-           "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
+           "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **(extra_env or {})}
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", name], env=env,
                                stdout=log_path.open("ab"), stderr=subprocess.STDOUT)
     print(f"{name} started (pid {process.pid}, log {log_path})")

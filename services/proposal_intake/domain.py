@@ -34,7 +34,8 @@ def name_intent(proposal: ToolCallProposal, registry: ToolRegistry) -> Named:
     return Named(tool, canonical, key)
 
 
-def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime) -> ToolIntent:
+def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime,
+              max_attempts: int) -> ToolIntent:
     return ToolIntent(
         run_id=proposal.run_id,
         provider=proposal.provider,
@@ -48,6 +49,7 @@ def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime) -
         principal_id=proposal.principal_id,
         tenant_id=proposal.tenant_id,
         deadline_at=deadline_at,
+        run_max_attempts=max_attempts,
     )
 
 

@@ -52,7 +52,8 @@ class Intake:
         self._settings = settings
 
     async def __call__(self, uow: UnitOfWork, raw: RawProposal) -> None:
-        outcomes = Outcomes(uow, raw.event_id)
+        outcomes = Outcomes(uow, raw.event_id, results_topic=self._settings.results_topic,
+                            intake_topic=self._settings.intake_topic)
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:
@@ -99,7 +100,7 @@ class Intake:
             if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
                 outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
                 return
-        intent = intent_of(proposal, named, run["deadline_at"])
+        intent = intent_of(proposal, named, run["deadline_at"], run["max_attempts"])
         if await repository.insert_intent(conn, intent, cost[0] if cost else 0):
             outcomes.accepted(proposal, intent)
         elif not await _answered_by_existing(conn, outcomes, proposal, named):

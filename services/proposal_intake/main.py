@@ -11,7 +11,6 @@ from services.registry import migrate_service
 from shared.config import Settings
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
-from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
 
@@ -22,8 +21,9 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
     intake_settings = intake_settings or IntakeSettings()
     registry = load_registry(intake_settings.tools_file)  # a bad registry stops us here, loudly
     service = ConsumerService(
-        name="proposal-intake", schema=SCHEMA, consumes=AGENT_PROPOSALS,
-        topics=(AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE), crash_point="intake.after_commit",
+        name="proposal-intake", schema=SCHEMA, consumes=intake_settings.proposals_topic,
+        topics=(intake_settings.proposals_topic, intake_settings.results_topic,
+                intake_settings.intake_topic), crash_point="intake.after_commit",
         batch_size=intake_settings.batch_size, decoder=decode_raw)
     return await serve(service, settings.endpoints, Intake(registry, intake_settings),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),

@@ -1,5 +1,6 @@
 """Writing outcomes: one event on ``agent.results`` for the agent and one on ``ledger.intake``
-for the rest of the ledger, both through the outbox of the consumer's transaction."""
+for the rest of the ledger (the topics the deployment configures), both through the outbox of
+the consumer's transaction."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ PRODUCER = "proposal-intake"
 
 
 class Outcomes:
-    def __init__(self, uow: UnitOfWork, proposal_id: uuid.UUID) -> None:
+    def __init__(self, uow: UnitOfWork, proposal_id: uuid.UUID, *,
+                 results_topic: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE) -> None:
         self._uow = uow
         self._proposal_id = proposal_id
+        self._results_topic = results_topic
+        self._intake_topic = intake_topic
 
     def accepted(self, proposal: ToolCallProposal, intent: ToolIntent) -> None:
         outcome = self._about(proposal, "accepted", logical_call_id=intent.logical_call_id,
@@ -58,10 +62,10 @@ class Outcomes:
                                provider=proposal.provider, **fields)
 
     def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict) -> None:
-        self._uow.emit(AGENT_RESULTS, Envelope.new(event_type=event_type, run_id=run_id,
-                                                   producer=PRODUCER, payload=for_agent))
-        self._uow.emit(LEDGER_INTAKE, Envelope.new(event_type=event_type, run_id=run_id,
-                                                   producer=PRODUCER, payload=for_ledger))
+        self._uow.emit(self._results_topic, Envelope.new(
+            event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_agent))
+        self._uow.emit(self._intake_topic, Envelope.new(
+            event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_ledger))
 
 
 def _named(named: Named) -> dict:

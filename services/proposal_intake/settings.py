@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.proposal_intake.limits import Limits
+from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
 
 
 class TenantLimits(BaseModel):
@@ -36,3 +37,8 @@ class IntakeSettings(BaseSettings):
     """Per-tenant run defaults, e.g. ``{"acme": {"max_calls": 20, "run_seconds": 600}}``."""
     limits: Limits = Limits()
     batch_size: int = Field(default=200, ge=1)
+    proposals_topic: str = AGENT_PROPOSALS
+    results_topic: str = AGENT_RESULTS
+    """Where agents read their answers (one per proposed call)."""
+    intake_topic: str = LEDGER_INTAKE
+    """Where the ledger's intake events go: the policy's ``intake_topic``."""

@@ -10,12 +10,15 @@ from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
 from services.relay.settings import RelaySettings
-from services.relay.wakeup import OutboxWakeup
+from shared.db.wakeup import Wakeup
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.signals import stop_on_signals
+
+OUTBOX_CHANNEL = "intentledger_outbox"
+"""NOTIFY'd by the outbox insert trigger (shared/db/migrations/messaging)."""
 
 log = logging.getLogger(__name__)
 APPLICATION_NAME = "intentledger-relay"
@@ -39,7 +42,7 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
         with attempt:
             await producers.start()
     relay = Relay(pool, producers, relay_settings, metrics)
-    wakeup = OutboxWakeup(endpoints.database_url, APPLICATION_NAME)
+    wakeup = Wakeup(endpoints.database_url, APPLICATION_NAME, OUTBOX_CHANNEL)
     log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)
     tasks = [asyncio.create_task(wakeup.run(stopping)),
              asyncio.create_task(_scanner(relay, wakeup, relay_settings, stopping)),
@@ -66,7 +69,7 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
                  relay.metrics.published, relay.metrics.parked)
 
 
-async def _scanner(relay: Relay, wakeup: OutboxWakeup, settings: RelaySettings,
+async def _scanner(relay: Relay, wakeup: Wakeup, settings: RelaySettings,
                    stopping: asyncio.Event) -> None:
     while not stopping.is_set():
         try:

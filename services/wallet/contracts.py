@@ -1,29 +1,26 @@
-"""The Kafka effect adapter as the wallet sees it (⚑; moves to shared/contracts later).
+"""What is the wallet's own in the effect-adapter contract (``shared.contracts.effect_requests``).
 
-The dispatcher publishes ``EffectRequested`` on the tool's topic (``effects.wallet``); the
-wallet answers each request with one ``EffectReceiptIssued`` envelope on ``reply_topic``,
-whose payload is an ``EffectReceipt``. The operation key is the business intent: every
-attempt of one intent carries the same key, and the wallet applies it at most once.
+The requests, lookups and receipts are the generic ⚑ contract every downstream shares; the
+wallet adds its topic, its tools' argument models and its stable refusal reasons.
 """
 
 from __future__ import annotations
 
-import uuid
 from enum import StrEnum
-from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 EFFECTS_WALLET = "effects.wallet"
-EFFECTS_WALLET_RECEIPTS = "effects.wallet.receipts"
-EFFECT_REQUESTED = "EffectRequested"
-EFFECT_RECEIPT_ISSUED = "EffectReceiptIssued"
-
-WalletTool = Literal["wallet.debit", "wallet.refund"]
+"""The registry's ``topic`` of wallet.debit and wallet.refund."""
 
 
 class WalletReason(StrEnum):
-    """Why a request was refused; stable, callers branch on them."""
+    """Why a request was not applied; stable, callers branch on them.
+
+    Only the domain refusals are recorded against the key (a replay returns them). The others
+    describe the request, not the intent, and leave the key unsettled: a later request under
+    it may still apply, and a lookup meanwhile answers ``not_found``.
+    """
 
     INSUFFICIENT_FUNDS = "insufficient_funds"
     UNKNOWN_WALLET = "unknown_wallet"
@@ -31,37 +28,16 @@ class WalletReason(StrEnum):
     DEBIT_NOT_FOUND = "debit_not_found"
     REFUND_EXCEEDS_DEBIT = "refund_exceeds_debit"
     OPERATION_KEY_REUSED = "operation_key_reused"
-
-
-class _Contract(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class EffectRequested(_Contract):
-    operation_key: str = Field(min_length=1, max_length=200, description="The idempotency key.")
-    tool_name: WalletTool
-    tool_version: str = Field(min_length=1)
-    canonical_arguments: dict[str, Any] = Field(description="Money in integer minor units.")
-    attempt: int = Field(ge=1)
-    fence: int = Field(ge=0, description="The dispatcher's lease generation for this run.")
-    logical_call_id: uuid.UUID
-    deadline_at: AwareDatetime
-    reply_topic: str = Field(default=EFFECTS_WALLET_RECEIPTS, min_length=1)
-
-
-class EffectReceipt(_Contract):
-    operation_key: str
-    logical_call_id: uuid.UUID = Field(description="Of the request answered (the original one "
-                                                   "for a lookup).")
-    attempt: int = Field(ge=1)
-    status: Literal["applied", "rejected"]
-    replayed: bool = Field(description="True when this is the answer recorded for a key the "
-                                       "wallet had already settled: the effect was NOT repeated.")
-    result: dict[str, Any] | None = Field(default=None, description=(
-        "debit: {debit_id, balance_minor}; refund: {refund_id, balance_minor}."))
-    reason: WalletReason | None = None
-    receipt_id: uuid.UUID = Field(description="Minted when the key was settled; a replay "
-                                              "returns the same id.")
+    """The key was settled for other arguments (or another tool); nothing was applied."""
+    STALE_FENCE = "stale_fence"
+    """A higher fence was seen for the run: the sender lost its lease. Status ``stale``."""
+    DEADLINE_PASSED = "deadline_passed"
+    """The request arrived after its ``deadline_at``; the caller has stopped waiting."""
+    UNSUPPORTED_TOOL = "unsupported_tool"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """The canonical arguments do not fit the tool's argument model."""
+    REFUSED = "refused"
+    """The wallet declined to act (the ``wallet.refuse`` fault point)."""
 
 
 class DebitArguments(BaseModel):

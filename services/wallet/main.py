@@ -1,12 +1,15 @@
-"""Composition root of the reference wallet process."""
+"""Composition root of the reference wallet process: the Kafka effect adapter always, the HTTP
+API as well when ``INTENTLEDGER_WALLET_HTTP_PORT`` is set; both on one pool."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 
 from services.registry import migrate_service
 from services.wallet.handlers import handle_effect_request
+from services.wallet.http_api import serving
 from services.wallet.repository import SCHEMA
 from services.wallet.settings import WalletSettings
 from shared import faults
@@ -27,6 +30,8 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
         name="wallet", schema=SCHEMA, consumes=wallet_settings.request_topic,
         topics=(wallet_settings.request_topic, wallet_settings.reply_topic),
         crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size)
+    http_api = None if wallet_settings.http_port is None else partial(
+        serving, host=wallet_settings.http_host, port=wallet_settings.http_port)
     return await serve(service, settings.endpoints, handle_effect_request,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals())
+                       stopping=stopping or stop_on_signals(), alongside=http_api)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import asyncpg
 
-from services.wallet.contracts import EffectRequested
-from services.wallet.domain import Debit, Wallet
+from services.wallet.domain import Debit, Wallet, tenant_of
+from shared.contracts.effect_requests import EffectRequested
 
 SCHEMA = "wallet"
 
@@ -56,9 +55,10 @@ async def insert_refund(conn: asyncpg.Connection, refund_id: str, debit: Debit, 
         request.operation_key, request.logical_call_id, request.attempt, request.fence)
 
 
-async def insert_wallet(conn: asyncpg.Connection, wallet_id: str, tenant: str, currency: str,
-                        balance_minor: int) -> bool:
-    status = await conn.execute(
+async def open_wallet(pool: asyncpg.Pool, wallet_id: str, currency: str, balance_minor: int) -> bool:
+    """Seed a wallet (demo and tests); False when it already exists."""
+    status = await pool.execute(
         "INSERT INTO wallet.wallets (id, tenant, currency, balance_minor) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT (id) DO NOTHING", wallet_id, tenant, currency, balance_minor)
+        " ON CONFLICT (id) DO NOTHING", wallet_id, tenant_of(wallet_id), currency.upper(),
+        balance_minor)
     return status == "INSERT 0 1"

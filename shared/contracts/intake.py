@@ -51,6 +51,8 @@ class ToolIntent(_Contract):
     principal_id: str
     tenant_id: str
     deadline_at: AwareDatetime | None
+    run_max_attempts: int | None = Field(default=None, ge=1, description=(
+        "The run's attempt budget, counted by the dispatcher across all of the run's calls."))
 
 
 class ProposalOutcome(_Contract):

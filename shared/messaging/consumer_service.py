@@ -2,8 +2,9 @@
 
 Every service that applies Kafka records follows the same start-up and shutdown: it may start
 before PostgreSQL or Kafka answers (Kubernetes starts pods in any order), so connecting and
-preparing retry with backoff, bounded and interruptible by SIGTERM; on stop the broker is
-stopped first (no new batches) and the pool last.
+preparing retry with backoff, bounded and interruptible by SIGTERM; on stop whatever runs
+``alongside`` stops first (an HTTP API finishes its requests in flight), then the broker (no new
+batches), and the pool last.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 import asyncpg
@@ -31,7 +33,8 @@ class ConsumerService:
     name: str
     """Kebab-case service name: its consumer group and ``intentledger-<name>`` in pg_stat_activity."""
     schema: str
-    consumes: str
+    consumes: str | tuple[str, ...]
+    """The topic, or topics, it applies; one consumer group and one inbox for all of them."""
     topics: tuple[str, ...]
     """Every topic it reads or writes, created at start when missing."""
     crash_point: str
@@ -41,8 +44,13 @@ class ConsumerService:
 
 async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler, *,
                 prepare: Callable[[asyncpg.Pool], Awaitable[object]],
-                stopping: asyncio.Event) -> IdempotentConsumer:
-    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+                stopping: asyncio.Event,
+                alongside: Callable[[asyncpg.Pool], AbstractAsyncContextManager[object]] | None = None,
+                ) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI.
+
+    ``alongside`` serves something else on the same pool while consuming (the wallet's HTTP
+    API): entered once the broker is started, left before it stops."""
     async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             pool = await open_pool(endpoints.database_url, application_name=f"intentledger-{service.name}")
@@ -53,12 +61,14 @@ async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler
                 await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
         consumer = IdempotentConsumer(service.name, service.schema, pool, handler, decoder=service.decoder)
         broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
-        subscribe(broker, consumer, service.consumes, group_id=service.name,
+        consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
+        subscribe(broker, consumer, *consumes, group_id=service.name,
                   max_records=service.batch_size, crash_point=service.crash_point)
         await broker.start()
-        log.info("%s started, consuming %s", service.name, service.consumes)
         try:
-            await stopping.wait()
+            async with alongside(pool) if alongside else nullcontext():
+                log.info("%s started, consuming %s", service.name, ", ".join(consumes))
+                await stopping.wait()
         finally:
             await broker.stop()
             log.info("%s stopped: %s", service.name, consumer.totals)

@@ -18,12 +18,24 @@ from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROP
                                      ProposalOutcome, ToolIntent)
 from shared.messaging.envelope import Envelope
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
+from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
+                                             AUTHORIZATION_DENIED, ApprovalRequest, Authorization,
+                                             AuthorizationRefusal)
+from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RECEIPT_ISSUED,
+                                              EFFECT_RECEIPTS, EFFECT_REQUESTED,
+                                              EffectLookupRequested, EffectReceipt,
+                                              EffectRequested)
+from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.messaging.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
-                                     LEDGER_EFFECTS, LEDGER_INTAKE)
+                                     LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
+                                     LEDGER_INTAKE)
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://intentledger.dev/schemas/"
+EFFECT_REQUESTS = "effects.requests"
+"""Not a topic: the Kafka effect adapter's requests travel on each tool's own topic (the
+registry's ``topic``), and this one schema, named for all of them, describes them."""
 OUTCOME_OF = {PROPOSAL_ACCEPTED: "accepted", DUPLICATE_PROPOSAL: "duplicate",
               PROPOSAL_REJECTED: "rejected"}
 
@@ -72,6 +84,28 @@ def approvals_schema() -> dict[str, Any]:
                       event_types=list(decisions))
 
 
+def authorizations_schema() -> dict[str, Any]:
+    """Internal, from the policy: each event type carries its own payload model."""
+    payload_of = {AUTHORIZATION_ALLOWED: "Authorization", AUTHORIZATION_DENIED: "AuthorizationRefusal",
+                  APPROVAL_REQUESTED: "ApprovalRequest"}
+    return _enveloped(LEDGER_AUTHORIZATIONS, "The policy's decisions: an allow with its signed, "
+                                             "expiring capability, a denial with its reason, or a "
+                                             "request for approval.",
+                      [Authorization, AuthorizationRefusal, ApprovalRequest],
+                      [{"if": _event_type_is(kind), "then": _payload_is(model)}
+                       for kind, model in payload_of.items()],
+                      event_types=list(payload_of))
+
+
+def dispatch_schema() -> dict[str, Any]:
+    """Internal, from the dispatcher: every event is a CallEvent, named by what happened."""
+    return _enveloped(LEDGER_DISPATCH, "The dispatcher's account of each call: intent recorded, "
+                                       "attempts, unknown outcomes, reconciliation, results, "
+                                       "refusals, compensations; each with the call's state and "
+                                       "version after it, the worker and the fence.",
+                      [CallEvent], [_payload_is("CallEvent")], event_types=list(DISPATCH_EVENTS))
+
+
 def effects_schema() -> dict[str, Any]:
     """Outbound to any subscriber: effects that committed downstream."""
     return _enveloped(LEDGER_EFFECTS, "A business effect that committed downstream, with its "
@@ -79,6 +113,27 @@ def effects_schema() -> dict[str, Any]:
                                       "attempt, receipt).",
                       [CommittedEffect], [_payload_is("CommittedEffect")],
                       event_types=[EFFECT_COMMITTED])
+
+
+def effect_requests_schema() -> dict[str, Any]:
+    """Outbound to downstream systems, on every Kafka-adapter tool's own topic."""
+    payload_of = {EFFECT_REQUESTED: "EffectRequested", EFFECT_LOOKUP_REQUESTED: "EffectLookupRequested"}
+    return _enveloped(EFFECT_REQUESTS, "What the dispatcher asks of a downstream system on a "
+                                       "tool's topic (the registry's `topic`, e.g. effects.wallet): "
+                                       "perform an effect keyed by its operation key, or say "
+                                       "whether a key took effect.",
+                      [EffectRequested, EffectLookupRequested],
+                      [{"if": _event_type_is(kind), "then": _payload_is(model)}
+                       for kind, model in payload_of.items()],
+                      event_types=list(payload_of))
+
+
+def effect_receipts_schema() -> dict[str, Any]:
+    """Inbound from downstream systems: one receipt per effect request or lookup."""
+    return _enveloped(EFFECT_RECEIPTS, "A downstream system's answer to one effect request or "
+                                       "lookup: applied, rejected, not_found or stale.",
+                      [EffectReceipt], [_payload_is("EffectReceipt")],
+                      event_types=[EFFECT_RECEIPT_ISSUED])
 
 
 def _enveloped(topic: str, description: str, payloads: list[type[BaseModel]],

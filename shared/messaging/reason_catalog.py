@@ -1,8 +1,10 @@
 """Every stable reason code an agent can meet, with where it comes from and what it means.
 
-The codes are the members of three enums, listed in the order the intake checks a proposal.
+The codes are the members of five enums: three in the order the intake checks a proposal,
+then the policy's (``PolicyReason``: why a call was denied or an approval did not count), then
+the dispatcher's (``DispatchReason``: why a call was not dispatched, failed or needs a person).
 ``RejectionCode`` documents its codes in its module's table, which is read from there;
-``ReasonCode`` and ``IntakeReason`` have no per-code text, so it is kept here, and
+the other enums have no per-code text, so it is kept here, and
 ``tests/unit/test_contract_schemas.py`` fails when an enum and this catalog disagree.
 """
 
@@ -14,6 +16,8 @@ from typing import Any
 
 from shared.contracts.proposals import ReasonCode
 from shared.contracts.intake import IntakeReason
+from shared.contracts.authorizations import PolicyReason
+from shared.contracts.dispatch import DispatchReason
 from shared.tools import rejections
 from shared.tools.rejections import RejectionCode
 
@@ -58,6 +62,27 @@ _INTAKE_REASON = {
     "run_cost_currency_mismatch": "the call costs money in another currency than the run's budget",
     "internal_error": "the intake could not record the call; nothing was dispatched (see its logs)",
 }
+_POLICY_REASON = {
+    "no_matching_rule": "no policy rule matches the call's principal, tenant, tool and resource",
+    "denied_by_rule": "the first policy rule that matches the call denies it",
+    "amount_over_cap": "the call's amount exceeds its rule's cap",
+    "cap_currency_mismatch": "the call moves money in another currency than its rule's cap",
+    "rate_limited": "a rate limit's window already holds its maximum number of allowed calls",
+    "velocity_limited": "the call's amount would take a velocity limit's window past its maximum",
+    "deadline_passed": "the intent's deadline passed before the policy decided",
+    "tool_not_in_registry": "the policy service's tool registry lacks the call's tool and "
+                            "version (the deployment's registries disagree)",
+    "approval_refused": "an approver the rule names refused the call",
+    "approval_request_expired": "the approval request lapsed without a quorum (or an approval "
+                                "arrived after it lapsed)",
+    "approval_not_pending": "an approval for a call that is not awaiting approval; it counts nothing",
+    "approval_not_for_this_call": "an approval whose run, tenant or operation key is not the call's",
+    "approval_for_other_arguments": "an approval whose arguments_hash is not the intent's",
+    "approver_is_requester": "an approval by the principal that proposed the call",
+    "approver_not_allowed": "an approval by someone the rule's approvers do not include",
+    "approval_expired": "a grant without expires_at, or already expired when it arrived",
+    "approver_already_counted": "a second grant by an approver who already counts; it counts once",
+}
 
 
 def _documented_table(doc: str) -> dict[str, str]:
@@ -74,11 +99,41 @@ def _documented_table(doc: str) -> dict[str, str]:
             table[code] += " " + line.strip()
     return {code: text.replace("``", "`") for code, text in table.items()}
 
+_DISPATCH_REASON = {
+    "capability_signature_invalid": "the capability's signature does not match its fields; "
+                                    "nothing was dispatched",
+    "capability_not_for_this_intent": "the capability names another intent (call, key, tool, "
+                                      "principal, tenant or arguments)",
+    "capability_expired": "the capability expired before the call could be dispatched",
+    "approval_expired": "an approval the capability relies on expired before dispatch",
+    "policy_changed_to_deny": "the policy in force at dispatch denies what an older version allowed",
+    "policy_changed_requires_approval": "the policy in force at dispatch requires approvals the "
+                                        "call does not have",
+    "run_attempt_budget_exhausted": "the run has used all its attempts",
+    "call_attempt_budget_exhausted": "every attempt the tool's contract allows was made and "
+                                     "confirmed not applied",
+    "run_deadline_passed": "no time is left before the run's deadline (minus the recovery reserve)",
+    "run_aborted": "an earlier step of the run failed: nothing more is dispatched, done steps "
+                   "are compensated",
+    "unknown_tool": "the dispatcher's registry no longer declares the call's tool and version",
+    "rejected_by_tool": "the downstream system confirmed it applied nothing (its reason is in "
+                        "the event's detail)",
+    "result_invalid": "the effect happened but its result broke the tool's result schema or "
+                      "size limit; a person must look",
+    "no_reconciliation_path": "the outcome is unknown and the tool offers no lookup and no "
+                              "safe replay; a person must look",
+    "reconciliation_budget_exhausted": "lookups by operation key went unanswered; a person must look",
+    "compensation_not_authorized": "the policy in force does not allow the compensating call",
+    "compensation_arguments_missing": "the compensating call's arguments cannot be built from "
+                                      "the original call's arguments and result",
+}
 
 SOURCES: tuple[tuple[type[StrEnum], dict[str, str]], ...] = (
     (ReasonCode, _REASON_CODE),
     (RejectionCode, _documented_table(rejections.__doc__ or "")),
     (IntakeReason, _INTAKE_REASON),
+    (PolicyReason, _POLICY_REASON),
+    (DispatchReason, _DISPATCH_REASON),
 )
 
 

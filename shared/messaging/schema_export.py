@@ -15,9 +15,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.messaging.contract_schemas import (ID_BASE, approvals_schema, effects_schema,
-                                               identified, ledger_intake_schema,
-                                               proposals_schema, results_schema)
+from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
+                                               authorizations_schema, dispatch_schema,
+                                               effect_receipts_schema,
+                                               effect_requests_schema, effects_schema, identified,
+                                               ledger_intake_schema, proposals_schema,
+                                               results_schema)
 from shared.messaging.envelope import Envelope
 from shared.messaging.reason_catalog import reason_codes
 
@@ -35,8 +39,9 @@ def reason_codes_document() -> dict:
     a code they do not know yet."""
     return {
         "$id": ID_BASE + REASON_CODES,
-        "description": "Every stable reason_code of a ProposalRejected (or a dead-letter), with "
-                       "the enums that define it. Codes are never renamed, removed or reused.",
+        "description": "Every stable reason_code of a ProposalRejected or an AuthorizationDenied "
+                       "(or a dead-letter, or an approval that did not count), with the enums "
+                       "that define it. Codes are never renamed, removed or reused.",
         "codes": reason_codes(),
     }
 
@@ -47,7 +52,11 @@ GENERATED: dict[str, Callable[[], dict]] = {
     "agent.results.schema.json": results_schema,
     "ledger.intake.schema.json": ledger_intake_schema,
     "ledger.approvals.schema.json": approvals_schema,
+    "ledger.authorizations.schema.json": authorizations_schema,
+    "ledger.dispatch.schema.json": dispatch_schema,
     "ledger.effects.schema.json": effects_schema,
+    f"{EFFECT_REQUESTS}.schema.json": effect_requests_schema,
+    f"{EFFECT_RECEIPTS}.schema.json": effect_receipts_schema,
     REASON_CODES: reason_codes_document,
 }
 

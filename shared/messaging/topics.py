@@ -5,3 +5,5 @@ AGENT_RESULTS = "agent.results"      # ⚑ out: outcomes agents pair back to the
 LEDGER_INTAKE = "ledger.intake"      # internal: intake's ledger events, consumed by policy
 LEDGER_APPROVALS = "ledger.approvals"  # ⚑ in: people's approval decisions, consumed by policy
 LEDGER_EFFECTS = "ledger.effects"    # ⚑ out: committed business effects, for any subscriber
+LEDGER_AUTHORIZATIONS = "ledger.authorizations"  # internal: policy decisions, read by dispatcher
+LEDGER_DISPATCH = "ledger.dispatch"  # internal: the dispatcher's call lifecycle, for the projection

@@ -84,6 +84,9 @@ class RetryContract(_Frozen):
     key_retention_seconds: int | None = Field(
         default=None, gt=0, description="How long the downstream remembers our key; a resend "
         "after this window is a new effect, so the ledger never replays beyond it.")
+    server_errors: Literal["not_applied", "unknown"] = Field(default="unknown", description=(
+        "What an HTTP 5xx means: `not_applied` only where the tool guarantees a 5xx committed "
+        "nothing; otherwise the outcome is unknown and is reconciled, never assumed failed."))
 
     @model_validator(mode="after")
     def _replay_needs_retention(self) -> RetryContract:

@@ -8,7 +8,7 @@ built from a field the arguments may lack) is refused before any proposal is rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
@@ -39,7 +39,15 @@ class ToolSpec(BaseModel):
     result_max_bytes: int = Field(gt=0)
     retry: RetryContract
     reconciliation: Reconciliation
-    topic: str = Field(pattern=KAFKA_TOPIC_PATTERN)
+    topic: str = Field(pattern=KAFKA_TOPIC_PATTERN, description=(
+        "Where the Kafka effect adapter sends this tool's effect and lookup requests."))
+    adapter: Literal["kafka", "http"] = Field(default="kafka", description=(
+        "How the dispatcher reaches the tool: effect requests on `topic`, or HTTP at `http_url`."))
+    http_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the tool's HTTP API (POST {url}/effects, GET {url}/effects/{key})."))
+    compensation_arguments: dict[str, str] = Field(default_factory=dict, description=(
+        "The compensating call's canonical arguments, each read from this call's canonical "
+        "`arguments.<path>` or its validated `result.<path>`."))
     cost_from: str | None = Field(default=None, description=(
         "Path of a money argument whose amount is what one call costs, counted against a run's "
         "cost budget. Tools without it cost nothing."))
@@ -67,6 +75,14 @@ class ToolSpec(BaseModel):
             raise ValueError("a compensating_tool is required for, and only for, effect compensatable")
         if self.effect == "irreversible" and not self.requires_approval:
             raise ValueError("an irreversible tool must declare requires_approval: true")
+        if (self.adapter == "http") != (self.http_url is not None):
+            raise ValueError("http_url is required for, and only for, adapter http")
+        if self.compensating_tool is None and self.compensation_arguments:
+            raise ValueError("compensation_arguments without a compensating_tool")
+        for target, source in self.compensation_arguments.items():
+            if not source.startswith(("arguments.", "result.")):
+                raise ValueError(f"compensation argument {target!r}: {source!r} must start with "
+                                 "'arguments.' or 'result.'")
         if self.reconciliation == "replay_same_key" and not self.retry.replay_safe:
             raise ValueError("reconciliation replay_same_key needs retry.replay_safe: true")
         self._check_rule_paths()

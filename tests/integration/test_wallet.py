@@ -1,5 +1,6 @@
-"""The reference wallet on real Kafka and PostgreSQL: requests are produced to its topic as the
-dispatcher's relay would, receipts are read back from a per-test reply topic."""
+"""The reference wallet on the Kafka effect adapter, on real Kafka and PostgreSQL: requests and
+lookups are produced to its topic as the dispatcher's relay would, receipts are read back from
+a per-test reply topic."""
 
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from services.wallet.contracts import EFFECT_RECEIPT_ISSUED, EFFECT_REQUESTED, EffectRequested
-from services.wallet.handlers import lookup, open_wallet
-from services.wallet.main import run_wallet
 from services.registry import migrate_service
+from services.wallet.main import run_wallet
 from services.wallet.repository import SCHEMA
 from services.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints
+from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RECEIPT_ISSUED,
+                                              EFFECT_REQUESTED, EffectLookupRequested,
+                                              EffectRequested)
 from shared.messaging.envelope import Envelope
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
+from tests.support.wallet import balance, debit, debits, key_settled, new_key, new_wallet
 
 pytestmark = pytest.mark.infra
 
@@ -50,13 +53,23 @@ async def running_wallet(endpoints: Endpoints) -> AsyncIterator[WalletRun]:
 
 
 def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.debit",
-            attempt: int = 1, run_id: str | None = None) -> Envelope:
+            attempt: int = 1, run_id: str | None = None, fence: int = 1,
+            deadline_in: timedelta = timedelta(minutes=5)) -> Envelope:
     payload = EffectRequested(
         operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=attempt, fence=1, logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
-        deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic=run.reply_topic)
+        attempt=attempt, fence=fence, logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
+        deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic)
     return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}", producer="dispatcher",
                         payload=payload.model_dump(mode="json"))
+
+
+def lookup(run: WalletRun, key: str, *, attempt: int = 2, run_id: str | None = None,
+           fence: int = 1) -> Envelope:
+    payload = EffectLookupRequested(
+        operation_key=key, tool_name="wallet.debit", attempt=attempt, fence=fence,
+        logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), reply_topic=run.reply_topic)
+    return Envelope.new(event_type=EFFECT_LOOKUP_REQUESTED, run_id=run_id or f"run-{key}",
+                        producer="dispatcher", payload=payload.model_dump(mode="json"))
 
 
 async def send(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
@@ -78,28 +91,6 @@ async def receipts(bootstrap: str, run: WalletRun, count: int) -> list[dict]:
     return [e["payload"] for e in envelopes]
 
 
-def new_key() -> str:
-    return f"op-{uuid.uuid4().hex[:12]}"
-
-
-async def new_wallet(pool, balance_minor: int = 10_000) -> str:
-    wallet_id = f"tenant/acme/w-{uuid.uuid4().hex[:10]}"
-    assert await open_wallet(pool, wallet_id, "EUR", balance_minor)
-    return wallet_id
-
-
-def debit(wallet_id: str, amount: int = 4000, currency: str = "EUR") -> dict:
-    return {"wallet_id": wallet_id, "amount": amount, "currency": currency}
-
-
-async def balance(pool, wallet_id: str) -> int:
-    return await pool.fetchval(f"SELECT balance_minor FROM {SCHEMA}.wallets WHERE id = $1", wallet_id)
-
-
-async def debits(pool, wallet_id: str) -> int:
-    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.debits WHERE wallet_id = $1", wallet_id)
-
-
 async def receipts_written(pool, key: str) -> int:
     return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.outbox "
                                "WHERE envelope->'payload'->>'operation_key' = $1", key)
@@ -114,10 +105,20 @@ async def test_a_debit_is_applied_once_and_answered_with_a_receipt(pool, endpoin
     assert receipt["operation_key"] == key and receipt["attempt"] == 1
     assert receipt["result"]["balance_minor"] == 6000 == await balance(pool, wallet)
     assert await debits(pool, wallet) == 1
-    found = await lookup(pool, key)
-    assert found.replayed is True and str(found.receipt_id) == receipt["receipt_id"]
-    assert found.result == receipt["result"]
-    assert await lookup(pool, new_key()) is None
+
+
+async def test_a_lookup_answers_the_recorded_receipt_or_not_found_and_applies_nothing(pool, endpoints):
+    wallet, key, never = await new_wallet(pool), new_key(), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)),
+                   lookup(run, key, attempt=3), lookup(run, never, run_id=f"run-{key}"))
+        applied, found, missing = await receipts(endpoints.kafka_bootstrap, run, 3)
+    assert found["status"] == "applied" and found["replayed"] is True
+    assert found["attempt"] == 3 and found["operation_key"] == key
+    assert (found["receipt_id"], found["result"]) == (applied["receipt_id"], applied["result"])
+    assert missing["status"] == "not_found" and missing["operation_key"] == never
+    assert missing["receipt_id"] is None
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
 
 
 async def test_a_redelivered_batch_debits_once_and_answers_once(pool, endpoints):
@@ -205,14 +206,14 @@ async def test_a_lost_response_leaves_one_debit_and_a_replay_recovers_the_receip
             await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
             assert await wait_for(lambda: debits(pool, wallet), timeout=60) == 1
             assert await receipts_written(pool, key) == 0  # committed with the debit, or never
-            assert (await lookup(pool, key)).status == "applied"
-            await send(endpoints.kafka_bootstrap, run.request_topic,
-                       request(run, key, debit(wallet), attempt=2))
-            [receipt] = await receipts(endpoints.kafka_bootstrap, run, 1)
+            await send(endpoints.kafka_bootstrap, run.request_topic, lookup(run, key),
+                       request(run, key, debit(wallet), attempt=3))
+            found, receipt = await receipts(endpoints.kafka_bootstrap, run, 2)
     finally:
         faults.configure("")
+    assert found["status"] == "applied" and found["attempt"] == 2
     assert receipt["status"] == "applied" and receipt["replayed"] is True
-    assert receipt["attempt"] == 2 and receipt["result"]["balance_minor"] == 6000
+    assert receipt["attempt"] == 3 and receipt["result"]["balance_minor"] == 6000
     assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
 
 
@@ -226,4 +227,79 @@ async def test_a_transient_failure_is_redelivered_and_applied_once(pool, endpoin
     finally:
         faults.configure("")
     assert receipt["status"] == "applied" and receipt["replayed"] is False
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+
+
+async def test_a_request_below_the_runs_fence_is_stale_and_changes_nothing(pool, endpoints):
+    wallet, key, late = await new_wallet(pool), new_key(), new_key()
+    one_run = f"run-{key}"
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic,
+                   request(run, key, debit(wallet), run_id=one_run, fence=2),
+                   request(run, late, debit(wallet, 1000), run_id=one_run, fence=1))
+        applied, stale = await receipts(endpoints.kafka_bootstrap, run, 2)
+    assert applied["status"] == "applied"
+    assert stale["status"] == "stale" and stale["reason"] == "stale_fence"
+    assert stale["operation_key"] == late and stale["receipt_id"] is None
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+    assert not await key_settled(pool, late)
+
+
+async def test_a_lookup_raises_the_fence_so_the_old_owners_request_cannot_land(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, lookup(run, key, fence=5),
+                   request(run, key, debit(wallet), fence=4),
+                   lookup(run, key, fence=4, attempt=3))
+        missing, refused, stale_lookup = await receipts(endpoints.kafka_bootstrap, run, 3)
+    assert missing["status"] == "not_found"
+    assert refused["status"] == stale_lookup["status"] == "stale"
+    assert await debits(pool, wallet) == 0 and not await key_settled(pool, key)
+
+
+async def test_requests_the_wallet_cannot_consider_are_refused_without_settling_the_key(
+        pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    one_run = f"run-{key}"
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic,
+                   request(run, key, debit(wallet), deadline_in=timedelta(seconds=-1)),
+                   lookup(run, key),
+                   request(run, key, debit(wallet), tool="wallet.steal", run_id=one_run),
+                   request(run, key, {"wallet_id": wallet, "amount": -5, "currency": "EUR"},
+                           run_id=one_run),
+                   request(run, key, debit(wallet), attempt=2, run_id=one_run))
+        late, missing, unsupported, invalid, applied = await receipts(
+            endpoints.kafka_bootstrap, run, 5)
+    assert (late["status"], late["reason"]) == ("rejected", "deadline_passed")
+    assert missing["status"] == "not_found"  # the late request left no trace on the key
+    assert (unsupported["status"], unsupported["reason"]) == ("rejected", "unsupported_tool")
+    assert (invalid["status"], invalid["reason"]) == ("rejected", "invalid_arguments")
+    assert applied["status"] == "applied" and applied["replayed"] is False
+    assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+
+
+async def test_a_settled_key_is_answered_as_recorded_even_after_the_deadline(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)),
+                   request(run, key, debit(wallet), attempt=2, deadline_in=timedelta(seconds=-1)))
+        applied, replayed = await receipts(endpoints.kafka_bootstrap, run, 2)
+    assert replayed["status"] == "applied" and replayed["replayed"] is True
+    assert replayed["receipt_id"] == applied["receipt_id"]
+    assert await debits(pool, wallet) == 1
+
+
+async def test_a_refusing_wallet_applies_nothing_and_a_later_request_applies(pool, endpoints):
+    wallet, key = await new_wallet(pool), new_key()
+    faults.configure("wallet.refuse=drop@1")
+    try:
+        async with running_wallet(endpoints) as run:
+            await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)),
+                       request(run, key, debit(wallet), attempt=2))
+            refused, applied = await receipts(endpoints.kafka_bootstrap, run, 2)
+    finally:
+        faults.configure("")
+    assert (refused["status"], refused["reason"]) == ("rejected", "refused")
+    assert applied["status"] == "applied" and applied["replayed"] is False
     assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000

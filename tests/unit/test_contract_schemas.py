@@ -20,8 +20,11 @@ from shared.contracts.proposals import INBOUND_PROPOSAL
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import to_proposals
 from services.proposal_intake.outcomes import Outcomes
+from shared.contracts.effect_requests import (EFFECT_RECEIPTS, EffectLookupRequested,
+                                              EffectReceipt, EffectRequested)
 from shared.contracts.intake import ProposalOutcome, ToolIntent
 from shared.messaging import topics
+from shared.messaging.contract_schemas import EFFECT_REQUESTS
 from shared.messaging.envelope import Envelope
 from shared.messaging.reason_catalog import SOURCES
 from shared.messaging.schema_export import GENERATED, REASON_CODES, SCHEMAS, main, render
@@ -29,7 +32,11 @@ from shared.tools import Rejection, load_registry
 
 EXAMPLES = SCHEMAS / "examples"
 TOPICS = sorted(value for name, value in vars(topics).items() if name.isupper() and isinstance(value, str))
-EXAMPLE_FILES = sorted(path for topic in TOPICS for path in (EXAMPLES / topic).glob("*.json"))
+EFFECT_ADAPTER = {EFFECT_REQUESTS: "{toolTopic}", EFFECT_RECEIPTS: EFFECT_RECEIPTS}
+"""The Kafka effect adapter's schemas beyond topics.py, with their AsyncAPI channel address:
+requests travel on each tool's own topic, receipts on the reply topic."""
+CONTRACTS = sorted([*TOPICS, *EFFECT_ADAPTER])
+EXAMPLE_FILES = sorted(path for topic in CONTRACTS for path in (EXAMPLES / topic).glob("*.json"))
 DRAFT_2020_12 = "application/schema+json;version=draft-2020-12"
 FORMATS = FormatChecker()
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
@@ -78,7 +85,7 @@ def test_every_schema_is_a_valid_2020_12_schema_with_its_own_id(name):
 
 
 def test_every_topic_has_a_schema_and_examples():
-    for topic in TOPICS:
+    for topic in CONTRACTS:
         assert (SCHEMAS / f"{topic}.schema.json").is_file(), topic
         assert list((EXAMPLES / topic).glob("*.json")), f"no example for {topic}"
 
@@ -101,6 +108,10 @@ def test_every_proposal_example_is_read_by_the_intake(path):
     (topics.AGENT_RESULTS, "duplicate", ProposalOutcome),
     (topics.AGENT_RESULTS, "rejected", ProposalOutcome),
     (topics.LEDGER_INTAKE, "proposal-accepted", ToolIntent),
+    (EFFECT_REQUESTS, "effect-requested", EffectRequested),
+    (EFFECT_REQUESTS, "effect-lookup-requested", EffectLookupRequested),
+    (EFFECT_RECEIPTS, "applied", EffectReceipt),
+    (EFFECT_RECEIPTS, "stale", EffectReceipt),
 ])
 def test_every_event_example_is_read_by_the_models(topic, name, model):
     envelope = Envelope.model_validate(example(topic, name))
@@ -130,7 +141,7 @@ def test_what_the_intake_emits_validates_on_both_topics():
     named = name_intent(proposal, registry)
     outbox = _Outbox()
     outcomes = Outcomes(outbox, uuid.uuid4())
-    outcomes.accepted(proposal, intent_of(proposal, named, datetime(2026, 3, 14, 10, tzinfo=UTC)))
+    outcomes.accepted(proposal, intent_of(proposal, named, datetime(2026, 3, 14, 10, tzinfo=UTC), 5))
     outcomes.duplicate(proposal, named, {"logical_call_id": "019ceb9e-87f5-714a-b79d-9b46164be254",
                                          "state": "VALIDATED"})
     refused, = to_proposals(debit | {"arguments": {"wallet_id": "w-1", "amount": "4.005",
@@ -236,7 +247,7 @@ def asyncapi() -> dict:
 def test_the_asyncapi_document_is_version_3_and_its_channels_are_our_topics(asyncapi):
     assert asyncapi["asyncapi"] == "3.0.0"
     addresses = [channel["address"] for channel in asyncapi["channels"].values()]
-    assert sorted(addresses) == TOPICS
+    assert sorted(addresses) == sorted([*TOPICS, *EFFECT_ADAPTER.values()])
     assert {op["action"] for op in asyncapi["operations"].values()} == {"send", "receive"}
 
 
@@ -275,7 +286,7 @@ def test_every_asyncapi_payload_is_one_of_our_2020_12_schema_files(asyncapi):
         assert payload["schemaFormat"] == DRAFT_2020_12, name
         assert (SCHEMAS / payload["schema"]["$ref"]).is_file(), name
     files = {Path(payload["schema"]["$ref"]).name for payload in payloads.values()}
-    assert files == {f"{topic}.schema.json" for topic in TOPICS}
+    assert files == {f"{topic}.schema.json" for topic in CONTRACTS}
 
 
 def test_the_asyncapi_headers_are_the_envelope_headers(asyncapi):

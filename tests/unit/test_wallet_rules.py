@@ -1,4 +1,4 @@
-"""The wallet's pure rules and the downstream SDK's request hash."""
+"""The wallet's pure rules, the downstream SDK's request hash and the effect-adapter models."""
 
 import uuid
 from datetime import UTC, datetime
@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from services.wallet.contracts import EffectReceipt, EffectRequested, WalletReason
+from services.wallet.contracts import WalletReason
 from services.wallet.domain import Debit, Wallet, debit_refusal, refund_refusal, tenant_of
-from services.wallet.idempotent_write import request_hash
+from shared.contracts.effect_requests import EffectReceipt, EffectRequested
+from shared.downstream.idempotent_write import request_hash
 
 WALLET = Wallet(id="tenant/acme/w-1", currency="EUR", balance_minor=5000, version=3)
 DEBIT = Debit(debit_id="d-1", wallet_id=WALLET.id, amount_minor=4000, currency="EUR",
@@ -61,8 +62,9 @@ def test_an_effect_request_defaults_its_reply_topic_and_refuses_attempt_zero():
     fields = dict(operation_key="k", tool_name="wallet.debit", tool_version="1",
                   canonical_arguments={}, attempt=1, fence=0, logical_call_id=uuid.uuid4(),
                   deadline_at=datetime.now(UTC))
-    assert EffectRequested(**fields).reply_topic == "effects.wallet.receipts"
-    for wrong in ({"attempt": 0}, {"fence": -1}, {"tool_name": "wallet.steal"}):
+    assert EffectRequested(**fields).reply_topic == "effects.receipts"
+    for wrong in ({"attempt": 0}, {"fence": -1}, {"tool_name": ""},
+                  {"deadline_at": datetime(2026, 1, 1)}):
         with pytest.raises(ValidationError):
             EffectRequested(**fields | wrong)
 

@@ -9,10 +9,11 @@ from shared.tools import RegistryError, Rejection, RejectionCode, load_registry
 from .builders import EXAMPLE_FILE, entry, example, refusal, registry_of
 
 
-def test_the_example_registry_declares_the_four_example_tools():
+def test_the_example_registry_declares_the_six_example_tools():
     names = {(tool.name, tool.version) for tool in example().tools}
     assert names == {("wallet.debit", "1"), ("wallet.refund", "1"), ("email.send", "1"),
-                     ("inventory.reserve", "1")}
+                     ("inventory.reserve", "1"), ("inventory.release", "1"),
+                     ("shipment.schedule", "1")}
 
 
 def test_the_example_debit_is_compensated_by_the_refund_and_replay_safe_for_a_day():
@@ -21,6 +22,28 @@ def test_the_example_debit_is_compensated_by_the_refund_and_replay_safe_for_a_da
     assert (debit.compensating_tool.name, debit.compensating_tool.version) == ("wallet.refund", "1")
     assert debit.retry.replay_safe and debit.retry.key_retention_seconds == 24 * 3600
     assert (debit.reconciliation, debit.topic) == ("lookup_by_key", "effects.wallet")
+
+
+def test_the_example_refund_is_built_from_the_debit_it_gives_back():
+    assert example().get("wallet.debit", "1").compensation_arguments == {
+        "wallet_id": "arguments.wallet_id", "debit_id": "result.debit_id",
+        "amount": "arguments.amount", "currency": "arguments.currency"}
+
+
+def test_the_example_reservation_is_released_by_the_id_its_result_must_carry():
+    reserve = example().get("inventory.reserve", "1")
+    assert reserve.effect == "compensatable"
+    assert (reserve.compensating_tool.name, reserve.compensating_tool.version) == (
+        "inventory.release", "1")
+    assert reserve.compensation_arguments == {"reservation_id": "result.reservation_id"}
+    assert "reservation_id" in reserve.result_schema["required"]
+    release = example().get("inventory.release", "1")
+    assert release.key.fields == ("reservation_id",) and release.reconciliation == "replay_same_key"
+
+
+def test_the_example_warehouse_tools_share_the_warehouse_topic():
+    assert {example().get(name, "1").topic for name in (
+        "inventory.reserve", "inventory.release", "shipment.schedule")} == {"effects.warehouse"}
 
 
 def test_the_example_email_is_irreversible_and_needs_approval():

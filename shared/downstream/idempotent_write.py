@@ -7,6 +7,10 @@ Use it inside the transaction that performs the domain write::
         response = ...domain write...
         await record_response(conn, schema, key, response)
 
+A request refused for a reason of its own (too late, not understood, the system declined)
+leaves the key unsettled with ``release_key``: the refusal says nothing about the intent, so a
+later request under the key is new and a lookup meanwhile finds nothing.
+
 The key row and the domain write MUST commit in the same transaction. Saved apart, a crash
 between the two leaves either an applied effect with no key (the caller's retry under the
 same key applies it again: a double charge) or a key with no effect (the retry is told
@@ -14,7 +18,8 @@ same key applies it again: a double charge) or a key with no effect (the retry i
 
 Two transactions racing on one key serialise on the primary key: the second ``INSERT``
 waits for the first to commit (it then sees the recorded response) or to roll back (it then
-claims the key itself). The table's DDL is in the wallet's migration; copy it.
+claims the key itself). The table's DDL is in ``services/wallet/migrations/0001_wallet.sql``;
+copy it.
 """
 
 from __future__ import annotations
@@ -67,6 +72,15 @@ async def record_response(conn: asyncpg.Connection, schema: str, operation_key: 
         f"UPDATE {_table(schema)} SET response = $2::jsonb "
         "WHERE operation_key = $1 AND response IS NULL", operation_key, json.dumps(response))
     if status != "UPDATE 1":
+        raise RuntimeError(f"key {operation_key!r} is not claimed in this transaction")
+
+
+async def release_key(conn: asyncpg.Connection, schema: str, operation_key: str) -> None:
+    """Undo a ``new`` claim of this transaction; a transaction waiting on the key then claims it."""
+    status = await conn.execute(
+        f"DELETE FROM {_table(schema)} WHERE operation_key = $1 AND response IS NULL",
+        operation_key)
+    if status != "DELETE 1":
         raise RuntimeError(f"key {operation_key!r} is not claimed in this transaction")
 
 

@@ -1,8 +1,9 @@
-"""LISTEN for outbox inserts on a dedicated connection, so the relay reacts in milliseconds.
+"""LISTEN on a dedicated connection, so a polling loop (the relay's outbox scan, the
+dispatcher's due calls) reacts to new work in milliseconds.
 
 A pooled connection would be ``UNLISTEN *``-reset on release, hence a connection of its own.
 NOTIFY is only a hint: it is lost while this connection is down, so after every reconnect the
-relay is woken once to rescan, and it also rescans every ``poll_interval_s`` regardless.
+waiter is woken once to rescan, and it rescans on its own interval regardless.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import asyncpg
 
 from shared.retry import backoff_delay
 
-CHANNEL = "intentledger_outbox"
 log = logging.getLogger(__name__)
 
 
-class OutboxWakeup:
-    def __init__(self, database_url: str, application_name: str) -> None:
+class Wakeup:
+    def __init__(self, database_url: str, application_name: str, channel: str) -> None:
+        self._channel = channel
         self._database_url = database_url
         self._application_name = application_name
         self._event = asyncio.Event()
@@ -55,9 +56,9 @@ class OutboxWakeup:
             self._connection.terminate()
         self._connection = await asyncpg.connect(
             self._database_url, server_settings={"application_name": self._application_name})
-        await self._connection.add_listener(CHANNEL, lambda *_: self._event.set())
+        await self._connection.add_listener(self._channel, lambda *_: self._event.set())
         self._event.set()  # anything inserted while we were not listening is still pending
-        log.info("listening on %s", CHANNEL)
+        log.info("listening on %s", self._channel)
 
 
 async def _sleep_or_stop(stopping: asyncio.Event, seconds: float) -> None:

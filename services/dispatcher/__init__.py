@@ -1,0 +1,1 @@
+"""The dispatcher: authority re-checked at dispatch, effects once per intent, UNKNOWN reconciled."""

@@ -1,0 +1,1 @@
+"""How the dispatcher reaches a tool: effect requests over Kafka, or HTTP."""

@@ -1,0 +1,70 @@
+"""Authority checked at the instant of dispatch (DESIGN.md §5.5), not when the model proposed.
+
+A queued call can outlive its capability, its approvals, the policy version that allowed it,
+the run's attempt budget and the run's deadline; each is checked again right before every send
+attempt, in the transaction that records the attempt. A compensation carries no capability
+from the policy service: it is authorized by the current policy when requested and again
+before each of its attempts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from services.dispatcher.repository import Call, Run
+from shared import capabilities
+from shared.contracts.authorizations import Capability, GrantedApproval
+from shared.contracts.dispatch import CallState, DispatchReason
+from shared.contracts.intake import ToolIntent
+
+Verdict = Literal["allow", "deny", "require_approval"]
+
+
+class PolicyView(Protocol):
+    """What the dispatcher needs of the deployment's policy: its current version and a
+    re-evaluation of one intent under it (rate limits were counted at the first decision)."""
+
+    def current_version(self) -> str: ...
+
+    def evaluate(self, intent: ToolIntent,
+                 approvals: tuple[GrantedApproval, ...] = ()) -> Verdict: ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    state: CallState
+    reason: DispatchReason
+    detail: str
+
+
+def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
+                        now: datetime) -> Refusal | None:
+    intent = ToolIntent.model_validate(call.intent)
+    if now >= call.deadline_at:
+        return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,
+                       f"the deadline {call.deadline_at.isoformat()} has passed")
+    if call.compensates is None:
+        if run.aborted_at is not None:
+            return Refusal(CallState.DENIED, DispatchReason.RUN_ABORTED,
+                           f"the run stopped dispatching: {run.abort_reason}")
+        if call.capability is None:
+            return Refusal(CallState.DENIED, DispatchReason.CAPABILITY_NOT_FOR_THIS_INTENT,
+                           "no capability")
+        capability = Capability.model_validate(call.capability)
+        if reason := capabilities.refusal(capability, intent, secret, now):
+            return Refusal(CallState.DENIED, DispatchReason(reason),
+                           f"capability {capability.capability_id}: {reason}")
+    if call.policy_version != policy.current_version():
+        approvals = Capability.model_validate(call.capability).approvals if call.capability else ()
+        verdict = policy.evaluate(intent, approvals)
+        if verdict == "deny":
+            return Refusal(CallState.DENIED, DispatchReason.POLICY_CHANGED_TO_DENY,
+                           f"policy {policy.current_version()} denies what "
+                           f"{call.policy_version} allowed")
+        if verdict == "require_approval":
+            return Refusal(CallState.DENIED, DispatchReason.POLICY_CHANGED_REQUIRES_APPROVAL,
+                           f"policy {policy.current_version()} requires approvals this call "
+                           "does not have")
+    return None

@@ -1,0 +1,75 @@
+"""What the dispatcher's consumer does with a record: store the fact, wake the scheduler.
+
+No decision is taken here. An authorization becomes a call due at once; a receipt becomes the
+answer of the attempt it names (the first answer counts; a redelivered copy changes nothing).
+The step that acts on them runs under the run's lease (``steps.py``), whichever replica
+consumed the record.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel, ValidationError
+
+from services.dispatcher import repository as repo
+from services.dispatcher.breaker import Breakers
+from services.dispatcher.settings import DispatcherSettings
+from services.dispatcher.steps import Stepper, dependency_of
+from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization
+from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED, EffectReceipt
+from shared.db.unit_of_work import UnitOfWork
+from shared.errors import PermanentError
+from shared.messaging.envelope import Envelope
+
+log = logging.getLogger(__name__)
+
+FALLBACK_RUN_SECONDS = 3600.0
+"""For an intent without a deadline (the intake always sets one)."""
+
+
+class DispatcherInbox:
+    def __init__(self, stepper: Stepper, breakers: Breakers, settings: DispatcherSettings) -> None:
+        self._stepper = stepper
+        self._breakers = breakers
+        self._settings = settings
+
+    async def __call__(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        if envelope.event_type == AUTHORIZATION_ALLOWED:
+            await self._authorized(uow, _payload(Authorization, envelope))
+        elif envelope.event_type == EFFECT_RECEIPT_ISSUED:
+            await self._answered(uow, _payload(EffectReceipt, envelope))
+        # AuthorizationDenied and ApprovalRequested: nothing to dispatch.
+
+    async def _authorized(self, uow: UnitOfWork, authorization: Authorization) -> None:
+        intent = authorization.intent
+        deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
+        conn = uow.connection
+        await repo.insert_run(conn, intent.run_id, intent.tenant_id, intent.principal_id, deadline,
+                              intent.run_max_attempts or self._settings.default_run_attempts)
+        if await repo.insert_call(conn, intent=intent.model_dump(mode="json"),
+                                  capability=authorization.capability.model_dump(mode="json"),
+                                  policy_version=authorization.policy_version, deadline_at=deadline):
+            await repo.wake(conn, intent.logical_call_id)
+
+    async def _answered(self, uow: UnitOfWork, receipt: EffectReceipt) -> None:
+        conn = uow.connection
+        detail = f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else "")
+        recorded = await repo.finish_attempt(conn, receipt.logical_call_id, receipt.attempt,
+                                             receipt.status, detail, receipt.model_dump(mode="json"))
+        if not recorded:
+            log.info("receipt for %s attempt %d: already answered or not ours", receipt.operation_key,
+                     receipt.attempt)
+            return
+        call = await repo.call_for_update(conn, receipt.logical_call_id)
+        if (tool := self._stepper.tool_of(call)) is not None:
+            self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
+        await repo.wake(conn, receipt.logical_call_id)
+
+
+def _payload(model: type[BaseModel], envelope: Envelope):
+    try:
+        return model.model_validate(envelope.payload)
+    except ValidationError as error:
+        raise PermanentError(f"{envelope.event_type}: {error}") from error

@@ -1,0 +1,71 @@
+"""Run leases with fencing (DESIGN.md §5.7).
+
+A worker acts on a run only inside a transaction that holds the run's lease row locked: it
+renews its own lease, or takes over one that has expired, which advances the fence. Work that
+spans two transactions (an HTTP call between recording an attempt and recording its outcome)
+re-checks in the second that the fence it started with is still the run's; if not, the write
+is refused and the refusal itself is recorded in ``stale_writes``.
+
+A lease never outlives the run's deadline for work (the run deadline, extended only by
+compensations): ownership is not permission to keep going.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from services.dispatcher.repository import SCHEMA
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: str
+    owner_id: str
+    fence: int
+    expires_at: datetime
+    taken_over_from: str | None = None
+    """The previous owner when this acquisition advanced the fence."""
+
+
+async def hold(conn: asyncpg.Connection, run_id: str, worker_id: str, ttl_s: float,
+               now: datetime) -> Lease | None:
+    """Renew or take the run's lease; None when another worker holds it and it has not expired."""
+    run = await conn.fetchrow(f"SELECT work_until FROM {SCHEMA}.runs WHERE run_id = $1", run_id)
+    expires_at = min(now + timedelta(seconds=ttl_s), max(run["work_until"], now))
+    row = await conn.fetchrow(
+        f"INSERT INTO {SCHEMA}.leases AS l (run_id, owner_id, fence, expires_at) "
+        "VALUES ($1, $2, 1, $3) ON CONFLICT (run_id) DO UPDATE SET "
+        "  owner_id = EXCLUDED.owner_id,"
+        "  fence = CASE WHEN l.owner_id = EXCLUDED.owner_id THEN l.fence ELSE l.fence + 1 END,"
+        "  acquired_at = CASE WHEN l.owner_id = EXCLUDED.owner_id THEN l.acquired_at ELSE now() END,"
+        "  expires_at = EXCLUDED.expires_at "
+        "WHERE l.owner_id = EXCLUDED.owner_id OR l.expires_at <= $4 "
+        "RETURNING fence, (xmax = 0) AS created, "
+        "  (SELECT owner_id FROM " + SCHEMA + ".leases WHERE run_id = $1) AS previous_owner",
+        run_id, worker_id, expires_at, now)
+    if row is None:
+        return None
+    previous = row["previous_owner"]
+    taken_over = None if row["created"] or previous == worker_id else previous
+    return Lease(run_id, worker_id, row["fence"], expires_at, taken_over)
+
+
+async def still_holds(conn: asyncpg.Connection, lease: Lease) -> int | None:
+    """Lock the lease row; return None if ``lease`` is still the run's, else the current fence."""
+    row = await conn.fetchrow(f"SELECT owner_id, fence FROM {SCHEMA}.leases WHERE run_id = $1 "
+                              "FOR UPDATE", lease.run_id)
+    if row["owner_id"] == lease.owner_id and row["fence"] == lease.fence:
+        return None
+    return row["fence"]
+
+
+async def record_stale_write(pool: asyncpg.Pool, lease: Lease, current_fence: int | None,
+                             action: str) -> None:
+    async with pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {SCHEMA}.stale_writes (run_id, worker_id, held_fence, current_fence, "
+            "action) VALUES ($1, $2, $3, $4, $5)",
+            lease.run_id, lease.owner_id, lease.fence, current_fence, action)

@@ -1,0 +1,76 @@
+"""Composition root of the dispatcher process: a consumer that records facts (authorizations,
+receipts) and, alongside it on the same pool, the scheduler that takes every decision."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import asyncpg
+
+from services.dispatcher.adapters.http import HttpEffectAdapter
+from services.dispatcher.breaker import Breakers
+from services.dispatcher.handlers import DispatcherInbox
+from services.dispatcher.metrics import DispatcherMetrics
+from services.dispatcher.policy_view import PolicyFile
+from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA
+from services.dispatcher.scheduler import Scheduler
+from services.dispatcher.settings import DispatcherSettings
+from services.dispatcher.steps import Stepper
+from services.policy.watcher import PolicyWatcher
+from services.registry import migrate_service
+from shared import faults
+from shared.config import Settings
+from shared.db.wakeup import Wakeup
+from shared.messaging.consumer import IdempotentConsumer
+from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.topics import LEDGER_DISPATCH, LEDGER_EFFECTS
+from shared.signals import stop_on_signals
+from shared.tools import load_registry
+
+
+async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSettings | None = None,
+                         stopping: asyncio.Event | None = None,
+                         counted: DispatcherMetrics | None = None) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+    config = dispatcher_settings or DispatcherSettings()
+    if config.faults:
+        faults.configure(",".join(filter(None, (os.environ.get("INTENTLEDGER_FAULTS", ""),
+                                                config.faults))))
+    registry = load_registry(config.tools_file)  # a bad registry or policy stops us here, loudly
+    policy = PolicyFile(PolicyWatcher(config.policy_file, config.policy_reload_interval_s), registry)
+    breakers = Breakers(config.breaker_failures, timedelta(seconds=config.breaker_cooldown_s))
+    stepper = Stepper(registry, policy, breakers, config,
+                      settings.capability_secret.get_secret_value().encode())
+    tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
+    service = ConsumerService(
+        name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic),
+        topics=(config.authorizations_topic, config.reply_topic, LEDGER_DISPATCH, LEDGER_EFFECTS,
+                *tool_topics),
+        crash_point="dispatcher.after_commit", batch_size=config.batch_size)
+
+    @asynccontextmanager
+    async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[None]:
+        halt = asyncio.Event()
+        http = HttpEffectAdapter()
+        wakeup = Wakeup(settings.endpoints.database_url, "intentledger-dispatcher-wakeup",
+                        NOTIFY_CHANNEL)
+        scheduler = Scheduler(pool, stepper, breakers, http, config,
+                              counted if counted is not None else DispatcherMetrics())
+        tasks = [asyncio.create_task(wakeup.run(halt)),
+                 asyncio.create_task(scheduler.run(wakeup, halt)),
+                 asyncio.create_task(policy.watcher.watch())]
+        try:
+            yield
+        finally:
+            halt.set()
+            tasks[-1].cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await http.close()
+
+    return await serve(service, settings.endpoints, DispatcherInbox(stepper, breakers, config),
+                       prepare=lambda pool: migrate_service(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), alongside=scheduling)

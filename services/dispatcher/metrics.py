@@ -1,0 +1,49 @@
+"""Dispatcher metrics (DESIGN.md §8): attempts per logical call (retry amplification), UNKNOWN
+outcomes, reconciliations, manual repairs, compensations, stale writes refused.
+
+Counted only after the transaction that decided them has committed, so a rolled-back step
+counts nothing. Exported through OpenTelemetry; ``snapshot`` serves tests and the CLI.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+_meter = metrics.get_meter("intentledger.dispatcher")
+
+ATTEMPT_SENT = "attempts.sent"
+ATTEMPT_LOOKUP = "attempts.lookup"
+LOGICAL_CALL = "logical_calls"
+OUTCOME_UNKNOWN = "outcomes.unknown"
+RECONCILED = "reconciled"
+MANUAL_REVIEW = "manual_review"
+COMPENSATION_SUCCEEDED = "compensations.succeeded"
+COMPENSATION_FAILED = "compensations.failed"
+STALE_WRITE = "stale_writes"
+
+
+class DispatcherMetrics:
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
+                          for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, LOGICAL_CALL, OUTCOME_UNKNOWN,
+                                       RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
+                                       COMPENSATION_FAILED, STALE_WRITE)}
+        _meter.create_observable_gauge("dispatcher.retry_amplification", unit="1",
+                                       callbacks=[self._observe_amplification])
+
+    def add(self, name: str, tool: str) -> None:
+        self.counts[name] += 1
+        self._counters[name].add(1, {"tool": tool})
+
+    @property
+    def retry_amplification(self) -> float:
+        """attempts / logical_calls (DESIGN.md §5.6); lookups are attempts too."""
+        calls = self.counts[LOGICAL_CALL]
+        return (self.counts[ATTEMPT_SENT] + self.counts[ATTEMPT_LOOKUP]) / calls if calls else 0.0
+
+    def _observe_amplification(self, _: CallbackOptions):
+        return [Observation(self.retry_amplification)]

@@ -1,0 +1,28 @@
+"""The deployment's policy as the dispatcher reads it: the same file the policy service reads,
+hot-reloaded the same way, re-evaluated for one intent when its capability names an older
+version. Rate and velocity limits are not counted again (the first decision counted them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from services.dispatcher.authority import Verdict
+from services.policy.engine import Request, evaluate
+from services.policy.watcher import PolicyWatcher
+from shared.contracts.authorizations import GrantedApproval
+from shared.contracts.intake import ToolIntent
+from shared.tools import ToolRegistry
+
+
+class PolicyFile:
+    def __init__(self, watcher: PolicyWatcher, registry: ToolRegistry) -> None:
+        self.watcher = watcher
+        self._registry = registry
+
+    def current_version(self) -> str:
+        return self.watcher.current.version
+
+    def evaluate(self, intent: ToolIntent, approvals: tuple[GrantedApproval, ...] = ()) -> Verdict:
+        tool = self._registry.resolve(intent.tool_name, intent.tool_version)
+        request = Request.of(intent, tool, datetime.now(UTC), approvals)
+        return evaluate(self.watcher.current, request, usage=None).effect

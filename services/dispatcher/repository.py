@@ -1,0 +1,232 @@
+"""The dispatcher's SQL, in schema ``dispatcher``. Rows read for a decision are locked."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from shared.contracts.dispatch import CallState
+from shared.messaging.versioning import Transitions
+
+SCHEMA = "dispatcher"
+NOTIFY_CHANNEL = "intentledger_dispatcher"
+
+
+@dataclass(frozen=True)
+class Call:
+    logical_call_id: uuid.UUID
+    run_id: str
+    operation_key: str
+    tool_name: str
+    tool_version: str
+    arguments_hash: str
+    canonical_arguments: dict[str, Any]
+    principal_id: str
+    tenant_id: str
+    intent: dict[str, Any]
+    capability: dict[str, Any] | None
+    policy_version: str
+    state: CallState
+    version: int
+    fence: int
+    attempts: int
+    lookups: int
+    deadline_at: datetime
+    result: dict[str, Any] | None
+    receipt_id: str | None
+    compensates: uuid.UUID | None
+    succeeded_at: datetime | None
+
+    @classmethod
+    def of(cls, row: asyncpg.Record) -> Call:
+        values = {name: row[name] for name in cls.__dataclass_fields__}
+        for name in ("canonical_arguments", "intent", "capability", "result"):
+            values[name] = json.loads(values[name]) if values[name] is not None else None
+        values["state"] = CallState(values["state"])
+        return cls(**values)
+
+    def with_version(self, state: CallState, version: int) -> Call:
+        return replace(self, state=state, version=version)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    attempt: int
+    kind: str
+    fence: int
+    worker_id: str
+    started_at: datetime
+    deadline_at: datetime
+    status: str | None
+    detail: str | None
+    receipt: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    deadline_at: datetime
+    max_attempts: int
+    attempts_used: int
+    aborted_at: datetime | None
+    abort_reason: str | None
+    work_until: datetime
+
+
+async def insert_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, principal_id: str,
+                     deadline_at: datetime, max_attempts: int) -> None:
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_attempts,"
+        " work_until) VALUES ($1, $2, $3, $4, $5, $4) ON CONFLICT (run_id) DO NOTHING",
+        run_id, tenant_id, principal_id, deadline_at, max_attempts)
+
+
+async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
+                      capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
+                      compensates: uuid.UUID | None = None,
+                      state: CallState = CallState.AUTHORIZED) -> bool:
+    """A new call, due at once; False if this logical call is already known (a redelivery)."""
+    inserted = await conn.fetchval(
+        f"INSERT INTO {SCHEMA}.calls (logical_call_id, run_id, operation_key, tool_name,"
+        " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
+        " capability, policy_version, state, version, deadline_at, next_action_at, compensates)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb, $12, $13, 1,"
+        " $14, now(), $15) ON CONFLICT DO NOTHING RETURNING true",
+        uuid.UUID(str(intent["logical_call_id"])), intent["run_id"], intent["operation_key"],
+        intent["tool_name"], intent["tool_version"], intent["arguments_hash"],
+        json.dumps(intent["canonical_arguments"]), intent["principal_id"], intent["tenant_id"],
+        json.dumps(intent), json.dumps(capability) if capability is not None else None,
+        policy_version, state, deadline_at, compensates)
+    return bool(inserted)
+
+
+async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime) -> Call | None:
+    """One due call of a run this worker owns, or nobody owns, or whose lease has expired;
+    other workers' due calls are skipped, not waited for."""
+    row = await conn.fetchrow(
+        f"SELECT c.* FROM {SCHEMA}.calls c LEFT JOIN {SCHEMA}.leases l ON l.run_id = c.run_id"
+        " WHERE c.next_action_at <= $2"
+        "   AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
+        " ORDER BY c.next_action_at LIMIT 1 FOR UPDATE OF c SKIP LOCKED", worker_id, now)
+    return Call.of(row) if row else None
+
+
+async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> Call | None:
+    row = await conn.fetchrow(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = $1 FOR UPDATE",
+                              logical_call_id)
+    return Call.of(row) if row else None
+
+
+async def run_for_update(conn: asyncpg.Connection, run_id: str) -> Run:
+    row = await conn.fetchrow(
+        f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
+        f" work_until FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+    return Run(**row)
+
+
+async def attempts_of(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> list[Attempt]:
+    rows = await conn.fetch(
+        f"SELECT attempt, kind, fence, worker_id, started_at, deadline_at, status, detail, receipt"
+        f" FROM {SCHEMA}.attempts WHERE logical_call_id = $1 ORDER BY attempt", logical_call_id)
+    return [Attempt(**{**row, "receipt": json.loads(row["receipt"]) if row["receipt"] else None})
+            for row in rows]
+
+
+async def insert_attempt(conn: asyncpg.Connection, call: Call, attempt: int, kind: str, fence: int,
+                         worker_id: str, deadline_at: datetime) -> None:
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.attempts (logical_call_id, attempt, kind, fence, worker_id,"
+        " deadline_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        call.logical_call_id, attempt, kind, fence, worker_id, deadline_at)
+    column = "lookups = lookups + 1, " if kind == "lookup" else ""
+    await conn.execute(f"UPDATE {SCHEMA}.calls SET {column}attempts = attempts + 1"
+                       " WHERE logical_call_id = $1", call.logical_call_id)
+    if kind == "send" and call.compensates is None:
+        # The run's budget counts what it asks of the world; lookups (recovery) and
+        # compensations must never be starved by it.
+        await conn.execute(f"UPDATE {SCHEMA}.runs SET attempts_used = attempts_used + 1"
+                           " WHERE run_id = $1", call.run_id)
+
+
+async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, attempt: int,
+                         status: str, detail: str, receipt: dict[str, Any] | None) -> bool:
+    """Record what an attempt came to, once: the first answer is the evidence; a later copy
+    (a redelivered receipt) changes nothing."""
+    updated = await conn.fetchval(
+        f"UPDATE {SCHEMA}.attempts SET status = $3, detail = $4, receipt = $5::jsonb,"
+        " finished_at = now() WHERE logical_call_id = $1 AND attempt = $2 AND status IS NULL"
+        " RETURNING true",
+        logical_call_id, attempt, status, detail, json.dumps(receipt) if receipt else None)
+    return bool(updated)
+
+
+async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> None:
+    """Make the call due now and wake the schedulers (NOTIFY is delivered at commit)."""
+    await conn.execute(f"UPDATE {SCHEMA}.calls SET next_action_at = now()"
+                       " WHERE logical_call_id = $1 AND next_action_at IS NOT NULL", logical_call_id)
+    await conn.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')")
+
+
+class IllegalTransition(Exception):
+    """A bug or a lost race: the call is not where the step believed it was."""
+
+
+async def transition(conn: asyncpg.Connection, call: Call, to: CallState, *, fence: int,
+                     transitions: Transitions, next_action_at: datetime | None,
+                     **fields: Any) -> int:
+    """Compare-and-swap on the version read under lock, behind the legality gate; returns the
+    new version. ``fields``: reason, result, receipt_id, succeeded_at."""
+    if not transitions.permits(call.state, to):
+        raise IllegalTransition(f"{call.logical_call_id}: {call.state} -> {to} is not allowed")
+    assignments = "".join(f", {name} = ${index}" for index, name in enumerate(fields, start=6))
+    values = [json.dumps(value) if name == "result" and value is not None else value
+              for name, value in fields.items()]
+    version = await conn.fetchval(
+        f"UPDATE {SCHEMA}.calls SET state = $3, version = version + 1, fence = $4,"
+        f" next_action_at = $5, updated_at = now(){assignments}"
+        " WHERE logical_call_id = $1 AND version = $2 AND fence <= $4 RETURNING version",
+        call.logical_call_id, call.version, to, fence, next_action_at, *values)
+    if version is None:
+        raise IllegalTransition(f"{call.logical_call_id}: version {call.version} or fence {fence} "
+                                "is stale")
+    return version
+
+
+async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None) -> None:
+    await conn.execute(f"UPDATE {SCHEMA}.calls SET next_action_at = $2 WHERE logical_call_id = $1",
+                       call.logical_call_id, until)
+
+
+async def abort_run(conn: asyncpg.Connection, run_id: str, reason: str) -> bool:
+    """True the first time: the run stops dispatching and its done steps get compensated."""
+    return bool(await conn.fetchval(
+        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $2 WHERE run_id = $1"
+        " AND aborted_at IS NULL RETURNING true", run_id, reason))
+
+
+async def extend_work(conn: asyncpg.Connection, run_id: str, until: datetime) -> None:
+    await conn.execute(f"UPDATE {SCHEMA}.runs SET work_until = greatest(work_until, $2)"
+                       " WHERE run_id = $1", run_id, until)
+
+
+async def saga_position(conn: asyncpg.Connection, run_id: str) -> tuple[bool, list[Call]]:
+    """(a compensation is in flight, the succeeded calls not yet compensated, latest first)."""
+    rows = await conn.fetch(
+        f"SELECT * FROM {SCHEMA}.calls WHERE run_id = $1 AND state IN ('SUCCEEDED', 'COMPENSATING')"
+        " AND compensates IS NULL ORDER BY succeeded_at DESC, logical_call_id DESC FOR UPDATE",
+        run_id)
+    calls = [Call.of(row) for row in rows]
+    return (any(call.state == CallState.COMPENSATING for call in calls),
+            [call for call in calls if call.state == CallState.SUCCEEDED])
+
+
+async def unsent_calls(conn: asyncpg.Connection, run_id: str) -> list[Call]:
+    rows = await conn.fetch(
+        f"SELECT * FROM {SCHEMA}.calls WHERE run_id = $1 AND state IN ('AUTHORIZED',"
+        " 'INTENT_RECORDED') AND compensates IS NULL FOR UPDATE SKIP LOCKED", run_id)
+    return [Call.of(row) for row in rows]

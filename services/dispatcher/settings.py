@@ -1,0 +1,57 @@
+"""Dispatcher configuration, from ``INTENTLEDGER_DISPATCHER_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from shared.messaging.topics import LEDGER_AUTHORIZATIONS
+
+_CONFIG = Path(__file__).resolve().parents[2] / "config"
+
+
+def _worker_id() -> str:
+    """New on every start: a restarted process is a new owner and must take leases over."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class DispatcherSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTENTLEDGER_DISPATCHER_", extra="ignore")
+
+    tools_file: Path = _CONFIG / "tools.example.yaml"
+    """The same registry the intake reads."""
+    policy_file: Path = _CONFIG / "policy.example.yaml"
+    """The same policy file the policy service reads: a capability issued under an older
+    version is re-evaluated under the current one before dispatch."""
+    policy_reload_interval_s: float = Field(default=2.0, gt=0)
+    worker_id: str = Field(default_factory=_worker_id)
+    authorizations_topic: str = LEDGER_AUTHORIZATIONS
+    reply_topic: str = EFFECT_RECEIPTS
+    """Named in every Kafka effect request; downstreams answer there."""
+    lease_ttl_s: float = Field(default=10.0, gt=0)
+    """A worker holds a run this long after its last step; a dead worker's runs are taken over
+    after at most this."""
+    recovery_reserve_s: float = Field(default=5.0, ge=0)
+    """Attempts stop this long before the run deadline, leaving time to reconcile."""
+    min_attempt_s: float = Field(default=0.2, gt=0)
+    """An attempt with less time than this is not started (it could only time out)."""
+    lookup_timeout_s: float = Field(default=5.0, gt=0)
+    max_lookups: int = Field(default=3, ge=1)
+    """Reconciliation budget: lookups without an answer before a person is asked."""
+    compensation_window_s: float = Field(default=600.0, gt=0)
+    """A compensation's own deadline, from when it is requested."""
+    breaker_failures: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=5.0, gt=0)
+    default_run_attempts: int = Field(default=20, ge=1)
+    """A run's attempt budget when its intent states none."""
+    concurrency: int = Field(default=8, ge=1)
+    """Calls stepped at once by this process (each in its own transaction)."""
+    scan_interval_s: float = Field(default=0.5, gt=0)
+    batch_size: int = Field(default=200, ge=1)
+    faults: str = ""

@@ -1,0 +1,126 @@
+"""From ``ledger.intake`` and ``ledger.approvals`` to verdicts, in the consumer's transaction.
+
+An accepted intent gets exactly one decision (its logical call id is unique): allowed with a
+capability, denied with a reason, or awaiting approval. Approvals are recorded whether they
+count or not; the one that completes a quorum re-evaluates the call under the policy in force
+now (authority outlives no policy version) and concludes it. A record that is not what its
+event type says raises PermanentError, so the consumer template dead-letters it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from pydantic import ValidationError
+
+from services.policy import repository as repo
+from services.policy.approvals import already_counted, approval_refusal, granted
+from services.policy.document import Policy
+from services.policy.engine import Decision, Request, evaluate
+from services.policy.limits import Usage, applicable_limits, scope_key, usage_of
+from services.policy.outcomes import announce
+from services.policy.verdicts import denial, verdict_of
+from services.policy.watcher import PolicyWatcher
+from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
+from shared.contracts.authorizations import PolicyReason
+from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED, ToolIntent
+from shared.db.unit_of_work import UnitOfWork
+from shared.errors import PermanentError
+from shared.ids import new_event_id
+from shared.messaging.envelope import Envelope
+from shared.tools import Rejection, ToolRegistry
+
+log = logging.getLogger(__name__)
+_DECISION_OF = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
+_NOT_OURS = frozenset({DUPLICATE_PROPOSAL, PROPOSAL_REJECTED})
+"""Intake outcomes that name no new intent: nothing to decide."""
+
+
+class PolicyHandler:
+    def __init__(self, policies: PolicyWatcher, registry: ToolRegistry, secret: bytes,
+                 topic: str) -> None:
+        self._policies = policies
+        self._registry = registry
+        self._secret = secret
+        self._topic = topic
+
+    async def __call__(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        if envelope.event_type == PROPOSAL_ACCEPTED:
+            await self._decide(uow, envelope, _parsed(ToolIntent, envelope))
+        elif envelope.event_type in _DECISION_OF:
+            await self._on_approval(uow, envelope, _approval(envelope))
+        elif envelope.event_type not in _NOT_OURS:
+            raise PermanentError(f"the policy does not read {envelope.event_type} events")
+
+    async def _decide(self, uow: UnitOfWork, envelope: Envelope, intent: ToolIntent) -> None:
+        policy, now, decision_id = self._policies.current, datetime.now(UTC), new_event_id()
+        try:
+            tool = self._registry.get(intent.tool_name, intent.tool_version)
+        except Rejection as rejection:
+            verdict = denial(decision_id, policy.version, None, PolicyReason.TOOL_NOT_IN_REGISTRY,
+                             rejection.message, now, {"intent": intent.model_dump(mode="json")})
+            amount = None
+        else:
+            request = Request.of(intent, tool, now)
+            decision, usage = await judge(uow, policy, request)
+            verdict = verdict_of(decision_id, decision, request, usage, self._secret)
+            amount = request.amount
+        if await repo.insert_decision(uow.connection, intent, amount, verdict):
+            announce(uow, self._topic, intent, verdict, envelope)
+
+    async def _on_approval(self, uow: UnitOfWork, envelope: Envelope,
+                           approval: ApprovalDecision) -> None:
+        conn, now = uow.connection, datetime.now(UTC)
+        stored = await repo.decision_for_update(conn, approval.logical_call_id)
+        refusal = approval_refusal(stored.pending if stored else None, approval, now)
+        if refusal is not None:
+            log.info("approval %s by %s refused: %s", envelope.event_id, approval.approver_id, refusal)
+            await repo.insert_approval(conn, envelope.event_id, approval, "refused", refusal)
+            return
+        chain = await repo.counted_grants(conn, approval.logical_call_id)
+        if approval.decision == "granted" and already_counted(approval.approver_id, chain, now):
+            await repo.insert_approval(conn, envelope.event_id, approval, "repeated",
+                                       PolicyReason.APPROVER_ALREADY_COUNTED)
+            return
+        await repo.insert_approval(conn, envelope.event_id, approval, "counted", None)
+        if approval.decision == "refused":
+            verdict = denial(stored.decision_id, stored.policy_version, stored.rule,
+                             PolicyReason.APPROVAL_REFUSED, f"refused by {approval.approver_id}"
+                             + (f": {approval.reason}" if approval.reason else ""), now, stored.inputs)
+        else:
+            request = Request(stored.intent, stored.amount, now,
+                              (granted(approval, envelope.event_id), *chain))
+            decision, usage = await judge(uow, self._policies.current, request)
+            if decision.effect == "require_approval":
+                return  # the quorum is not reached yet
+            verdict = verdict_of(stored.decision_id, decision, request, usage, self._secret)
+        await repo.conclude(conn, stored, verdict)
+        announce(uow, self._topic, stored.intent, verdict, envelope)
+
+
+async def judge(uow: UnitOfWork, policy: Policy, request: Request) -> tuple[Decision, Usage]:
+    """Evaluate with the usage of every applicable limit, read under the limits' scope locks
+    (held until commit, so the next decision in the same scope sees this one)."""
+    limits = applicable_limits(policy, request.intent)
+    await repo.lock_scopes(uow.connection, [scope_key(limit, request.intent) for limit in limits])
+    usage = {}
+    for limit in limits:
+        since = request.now - timedelta(seconds=limit.window_seconds)
+        totals = await repo.allowed_totals(uow.connection, limit.scope, request.intent, since)
+        usage[limit.name] = usage_of(limit, totals)
+    return evaluate(policy, request, usage), usage
+
+
+def _approval(envelope: Envelope) -> ApprovalDecision:
+    approval = _parsed(ApprovalDecision, envelope)
+    if approval.decision != _DECISION_OF[envelope.event_type]:
+        raise PermanentError(f"{envelope.event_type} carries decision {approval.decision!r}")
+    return approval
+
+
+def _parsed(model, envelope: Envelope):
+    try:
+        return model.model_validate(envelope.payload)
+    except ValidationError as error:
+        raise PermanentError(f"{envelope.event_type} payload is not a {model.__name__}: {error}") from error

@@ -1,0 +1,69 @@
+"""Composition root of the policy process: the consumer, the policy watcher, the expiry sweep."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+import asyncpg
+
+from services.policy.handlers import PolicyHandler
+from services.policy.repository import SCHEMA, record_version
+from services.policy.settings import PolicySettings
+from services.policy.sweep import sweep_forever
+from services.policy.watcher import PolicyWatcher
+from services.registry import migrate_service
+from shared.config import Settings
+from shared.messaging.consumer import IdempotentConsumer
+from shared.messaging.consumer_service import ConsumerService, serve
+from shared.signals import stop_on_signals
+from shared.tools import load_registry
+
+log = logging.getLogger(__name__)
+
+
+async def run_policy(settings: Settings, policy_settings: PolicySettings | None = None,
+                     stopping: asyncio.Event | None = None) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+    policy_settings = policy_settings or PolicySettings()
+    stopping = stopping or stop_on_signals()
+    registry = load_registry(policy_settings.tools_file)  # a bad registry stops us here, loudly
+    watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
+    topics = (policy_settings.intake_topic, policy_settings.approvals_topic)
+    service = ConsumerService(
+        name="policy", schema=SCHEMA, consumes=topics,
+        topics=(*topics, policy_settings.authorizations_topic), crash_point="policy.after_commit",
+        batch_size=policy_settings.batch_size)
+    handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
+                            policy_settings.authorizations_topic)
+
+    async def prepare(pool: asyncpg.Pool) -> None:
+        await migrate_service(pool, SCHEMA)
+        await record_version(pool, watcher.current)  # before any decision names it
+
+    @asynccontextmanager
+    async def background(pool: asyncpg.Pool) -> AsyncIterator[None]:
+        """Reload and sweep while consuming. Either one failing for good stops the process
+        (a service that silently stopped expiring requests would be worse than a restart)."""
+        tasks = [asyncio.create_task(watcher.watch(partial(record_version, pool))),
+                 asyncio.create_task(sweep_forever(pool, policy_settings.authorizations_topic,
+                                                   policy_settings.sweep_interval_s))]
+        for task in tasks:
+            task.add_done_callback(lambda t: t.cancelled() or stopping.set())
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            failures = [outcome for outcome in await asyncio.gather(*tasks, return_exceptions=True)
+                        if isinstance(outcome, Exception)]  # a cancellation is no failure
+            if failures:
+                log.error("policy background task failed: %r", failures[0])
+                raise failures[0]
+
+    return await serve(service, settings.endpoints, handler, prepare=prepare, stopping=stopping,
+                       alongside=background)
+

@@ -1,0 +1,158 @@
+"""The policy's SQL: versions, decisions and approvals in schema ``policy``.
+
+Rows read to decide are locked until the transaction ends: a call's decision row while an
+approval or the expiry sweep changes it, and the scopes of the limits being counted (so two
+consumers cannot both take the last call a window allows).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from services.policy.approvals import PendingCall
+from services.policy.document import ApprovalRule, Policy
+from services.policy.limits import AllowedTotal
+from services.policy.verdicts import Verdict
+from shared.contracts.approvals import ApprovalDecision
+from shared.contracts.authorizations import GrantedApproval
+from shared.contracts.intake import ToolIntent
+
+SCHEMA = "policy"
+Executor = asyncpg.Connection | asyncpg.Pool
+
+
+@dataclass(frozen=True)
+class StoredDecision:
+    decision_id: uuid.UUID
+    version: int
+    outcome: str
+    policy_version: str
+    rule: str | None
+    intent: ToolIntent
+    amount: tuple[int, str] | None
+    requirement: ApprovalRule | None
+    expires_at: datetime | None
+    inputs: dict[str, Any]
+
+    @property
+    def pending(self) -> PendingCall:
+        return PendingCall(self.outcome, self.intent, self.requirement, self.expires_at)
+
+
+async def record_version(db: Executor, policy: Policy) -> None:
+    """Idempotent: every replica records the versions it activates."""
+    await db.execute(
+        f"INSERT INTO {SCHEMA}.policy_versions (version, document) VALUES ($1, $2::jsonb) "
+        "ON CONFLICT (version) DO NOTHING", policy.version, json.dumps(policy.document()))
+
+
+async def insert_decision(conn: asyncpg.Connection, intent: ToolIntent,
+                          amount: tuple[int, str] | None, verdict: Verdict) -> bool:
+    """False when the call already has a decision: a redelivered intent changes nothing."""
+    minor, currency = amount if amount is not None else (None, None)
+    inserted = await conn.fetchval(
+        f"INSERT INTO {SCHEMA}.decisions (decision_id, logical_call_id, run_id, tenant_id, "
+        "principal_id, tool_name, operation_key, arguments_hash, amount_minor, currency, outcome, "
+        "rule, policy_version, reason_code, inputs, approval, issued_at, expires_at, capability) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, "
+        "$16::jsonb, $17, $18, $19::jsonb) ON CONFLICT (logical_call_id) DO NOTHING RETURNING 1",
+        verdict.decision_id, intent.logical_call_id, intent.run_id, intent.tenant_id,
+        intent.principal_id, intent.tool_name, intent.operation_key, intent.arguments_hash,
+        minor, currency, *_written(verdict))
+    return inserted is not None
+
+
+async def conclude(conn: asyncpg.Connection, stored: StoredDecision, verdict: Verdict) -> None:
+    """Compare-and-swap from the version read under the row lock."""
+    done = await conn.fetchval(
+        f"UPDATE {SCHEMA}.decisions SET outcome = $3, rule = $4, policy_version = $5, "
+        "reason_code = $6, inputs = $7::jsonb, approval = $8::jsonb, issued_at = $9, "
+        "expires_at = $10, capability = $11::jsonb, version = version + 1 "
+        "WHERE decision_id = $1 AND version = $2 AND outcome = 'awaiting_approval' RETURNING 1",
+        stored.decision_id, stored.version, *_written(verdict))
+    if done is None:
+        raise RuntimeError(f"decision {stored.decision_id} changed under its row lock")
+
+
+def _written(verdict: Verdict) -> tuple:
+    return (verdict.outcome, verdict.rule, verdict.policy_version, verdict.reason_code,
+            json.dumps(verdict.inputs | {"message": verdict.message}),
+            verdict.approval.model_dump_json() if verdict.approval else None,
+            verdict.issued_at, verdict.expires_at,
+            verdict.capability.model_dump_json() if verdict.capability else None)
+
+
+async def decision_for_update(conn: asyncpg.Connection,
+                              logical_call_id: uuid.UUID) -> StoredDecision | None:
+    row = await conn.fetchrow(f"SELECT * FROM {SCHEMA}.decisions WHERE logical_call_id = $1 "
+                              "FOR UPDATE", logical_call_id)
+    return _stored(row) if row else None
+
+
+async def lapsed_for_update(conn: asyncpg.Connection, now: datetime,
+                            limit: int) -> list[StoredDecision]:
+    """Approval requests nobody answered in time; another replica's are skipped, not waited on."""
+    rows = await conn.fetch(
+        f"SELECT * FROM {SCHEMA}.decisions WHERE outcome = 'awaiting_approval' AND expires_at <= $1 "
+        "ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED", now, limit)
+    return [_stored(row) for row in rows]
+
+
+async def decision_of(db: Executor, logical_call_id: uuid.UUID) -> asyncpg.Record | None:
+    """The call's decision row (for the approve/reject command), whatever its outcome."""
+    return await db.fetchrow(
+        f"SELECT logical_call_id, run_id, tenant_id, operation_key, arguments_hash, outcome, "
+        f"expires_at FROM {SCHEMA}.decisions WHERE logical_call_id = $1", logical_call_id)
+
+
+def _stored(row: asyncpg.Record) -> StoredDecision:
+    inputs = json.loads(row["inputs"])
+    amount = (row["amount_minor"], row["currency"]) if row["amount_minor"] is not None else None
+    requirement = ApprovalRule.model_validate_json(row["approval"]) if row["approval"] else None
+    return StoredDecision(row["decision_id"], row["version"], row["outcome"], row["policy_version"],
+                          row["rule"], ToolIntent.model_validate(inputs["intent"]), amount,
+                          requirement, row["expires_at"], inputs)
+
+
+async def lock_scopes(conn: asyncpg.Connection, keys: list[str]) -> None:
+    """Transaction-level advisory locks, taken in sorted order so two takers cannot deadlock."""
+    for key in sorted(set(keys)):
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                           f"intentledger.policy.limit:{key}")
+
+
+async def allowed_totals(conn: asyncpg.Connection, scope: str, intent: ToolIntent,
+                         since: datetime) -> list[AllowedTotal]:
+    column, value = ("tenant_id", intent.tenant_id) if scope == "tenant" else (
+        "principal_id", intent.principal_id)
+    rows = await conn.fetch(
+        f"SELECT tool_name, currency, count(*) AS calls, coalesce(sum(amount_minor), 0)::bigint AS amount "
+        f"FROM {SCHEMA}.decisions WHERE outcome = 'allowed' AND {column} = $1 AND issued_at > $2 "
+        "GROUP BY tool_name, currency", value, since)
+    return [AllowedTotal(r["tool_name"], r["currency"], r["calls"], r["amount"]) for r in rows]
+
+
+async def insert_approval(conn: asyncpg.Connection, event_id: uuid.UUID,
+                          approval: ApprovalDecision, outcome: str, reason: str | None) -> None:
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.approvals (approval_event_id, logical_call_id, approver_id, "
+        "decision, outcome, reason_code, decided_at, expires_at, payload) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING",
+        event_id, approval.logical_call_id, approval.approver_id, approval.decision, outcome,
+        reason, approval.decided_at, approval.expires_at, approval.model_dump_json())
+
+
+async def counted_grants(conn: asyncpg.Connection,
+                         logical_call_id: uuid.UUID) -> list[GrantedApproval]:
+    """Newest first, so a fresh grant is the one that counts for its approver."""
+    rows = await conn.fetch(
+        f"SELECT approval_event_id, approver_id, decided_at, expires_at FROM {SCHEMA}.approvals "
+        "WHERE logical_call_id = $1 AND outcome = 'counted' AND decision = 'granted' "
+        "ORDER BY received_at DESC, approval_event_id DESC", logical_call_id)
+    return [GrantedApproval(**dict(row)) for row in rows]

@@ -1,0 +1,173 @@
+"""The dispatcher on real Kafka and PostgreSQL, driving the reference wallet through the Kafka
+effect adapter. Every test asserts the business outcome in the wallet's own tables (how many
+debits exist) and the dispatcher's records (state, attempts), never a return code."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from services.dispatcher import metrics
+from services.dispatcher.main import run_dispatcher
+from services.dispatcher.metrics import DispatcherMetrics
+from services.registry import migrate_service
+from services.relay.main import run_relay
+from services.relay.settings import RelaySettings
+from shared import faults
+from shared.config import Settings
+from tests.support.dispatch import (DENY_DEBITS, Stage, attempts, authorization, call_row,
+                                    debit_intent, park_other_tests_calls, publish,
+                                    running_wallet_on, settled)
+from tests.support.wallet import balance, debits_under, new_wallet
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture
+async def stage(pool, endpoints, tmp_path) -> Stage:
+    for schema in ("dispatcher", "wallet", "warehouse"):
+        await migrate_service(pool, schema)
+    stage = Stage(tmp_path, endpoints)
+    stage.write_registry()
+    stage.write_policy()
+    await stage.create_topics()
+    await park_other_tests_calls(pool)
+    yield stage
+    faults.configure("")
+
+
+@asynccontextmanager
+async def running(stage: Stage, *, wallet: dict | None = None,
+                  counted: DispatcherMetrics | None = None,
+                  **dispatcher_overrides) -> AsyncIterator[None]:
+    """Relay, wallet and dispatcher in this event loop; faults via ``wallet={"faults": ...}``."""
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    relay = asyncio.create_task(run_relay(settings, RelaySettings(
+        schemas=["dispatcher", "wallet", "warehouse"], poll_interval_s=0.2), stopping))
+    dispatcher = asyncio.create_task(run_dispatcher(
+        settings, stage.dispatcher_settings(**dispatcher_overrides), stopping, counted))
+    try:
+        async with running_wallet_on(stage, **(wallet or {})):
+            yield
+    finally:
+        stopping.set()
+        await asyncio.gather(relay, dispatcher)
+
+
+async def authorize(stage: Stage, *intents, version: str | None = None, **options) -> None:
+    version = version or stage.write_policy()
+    await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                  *(authorization(intent, version, **options) for intent in intents))
+
+
+async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 4000)
+    async with running(stage):
+        await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert await balance(pool, wallet_id) == 6000
+    row = await call_row(pool, intent.logical_call_id)
+    assert row["attempts"] == 1 and row["receipt_id"]
+    [attempt] = await attempts(pool, intent.logical_call_id)
+    assert attempt["status"] == "applied" and attempt["fence"] == row["fence"] >= 1
+
+
+async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
+    """DESIGN §1: the wallet commits, its answer is lost; the call is UNKNOWN (never FAILED)
+    until a lookup by operation key finds the debit. One debit, two attempts."""
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 2500)
+    counted = DispatcherMetrics()
+    async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop@1"},
+                       counted=counted):
+        await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+    assert await debits_under(pool, intent.operation_key) == 1
+    history = await attempts(pool, intent.logical_call_id)
+    assert [(a["kind"], a["status"]) for a in history] == [("send", "unknown"), ("lookup", "applied")]
+    assert history[1]["started_at"] >= history[0]["deadline_at"]  # no lookup while a send may land
+    states = await dispatch_events(pool, intent.logical_call_id)
+    assert "ToolOutcomeMarkedUnknown" in states and states[-1] == "ToolEffectReconciled"
+    assert counted.retry_amplification == 2.0  # one logical call, a send and a lookup
+    assert (counted.counts[metrics.OUTCOME_UNKNOWN], counted.counts[metrics.RECONCILED]) == (1, 1)
+
+
+async def test_without_lookup_or_safe_replay_an_unknown_outcome_goes_to_a_person(stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
+    intent = debit_intent(wallet_id, 1000)
+    async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
+        await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
+    assert await debits_under(pool, intent.operation_key) == 1  # the first one; zero extra
+    assert [a["kind"] for a in await attempts(pool, intent.logical_call_id)] == ["send"]
+    row = await call_row(pool, intent.logical_call_id)
+    assert row["reason"] == "no_reconciliation_path"
+
+
+@pytest.mark.parametrize("case", ["expired_capability", "capability_for_other_arguments",
+                                  "past_deadline", "policy_changed_to_deny"])
+async def test_no_dispatch_without_authority_at_dispatch_time(stage, pool, case):
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 1000, deadline_in=0.5 if case == "past_deadline" else 60)
+    options = {}
+    if case == "expired_capability":
+        options["expires_in"] = 0.5
+    if case == "capability_for_other_arguments":
+        options["signed_for"] = debit_intent(wallet_id, 99_000, run_id=intent.run_id)
+    envelope = authorization(intent, stage.write_policy(), **options)  # issued now
+    if case == "policy_changed_to_deny":
+        stage.write_policy(DENY_DEBITS)
+    else:
+        await asyncio.sleep(1.0)  # the capability or the deadline lapses while queued
+    async with running(stage):
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations, envelope)
+        state = await settled(pool, intent.logical_call_id)
+    expected = {"expired_capability": ("DENIED", "capability_expired"),
+                "capability_for_other_arguments": ("DENIED", "capability_not_for_this_intent"),
+                "past_deadline": ("EXPIRED", "run_deadline_passed"),
+                "policy_changed_to_deny": ("DENIED", "policy_changed_to_deny")}[case]
+    assert (state, (await call_row(pool, intent.logical_call_id))["reason"]) == expected
+    assert await attempts(pool, intent.logical_call_id) == []
+    assert await debits_under(pool, intent.operation_key) == 0
+
+
+async def test_a_run_over_its_attempt_budget_dispatches_nothing_more(stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    first = debit_intent(wallet_id, 100, run_max_attempts=1)
+    second = debit_intent(wallet_id, 200, run_id=first.run_id, run_max_attempts=1)
+    async with running(stage):
+        await authorize(stage, first)
+        assert await settled(pool, first.logical_call_id) == "SUCCEEDED"
+        await authorize(stage, second)
+        assert await settled(pool, second.logical_call_id) == "DENIED"
+    assert (await call_row(pool, second.logical_call_id))["reason"] == "run_attempt_budget_exhausted"
+    assert await debits_under(pool, second.operation_key) == 0
+
+
+async def test_a_redelivered_authorization_dispatches_once(stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 700)
+    version = stage.write_policy()
+    envelope = authorization(intent, version)
+    async with running(stage):
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations, envelope, envelope)
+        assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert len(await attempts(pool, intent.logical_call_id)) == 1
+
+
+async def dispatch_events(pool, logical_call_id) -> list[str]:
+    """The dispatcher's events for one call, in the order its outbox recorded them."""
+    rows = await pool.fetch("SELECT envelope->>'event_type' AS type FROM dispatcher.outbox"
+                            " WHERE topic = 'ledger.dispatch'"
+                            " AND envelope->'payload'->>'logical_call_id' = $1 ORDER BY position",
+                            str(logical_call_id))
+    return [row["type"] for row in rows]

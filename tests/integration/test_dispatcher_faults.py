@@ -1,0 +1,288 @@
+"""Faults injected into a real dispatcher process (DESIGN.md §5, §6): killed at its named crash
+points, paused while another replica takes its runs over, facing a wallet that commits and
+loses its answer or always fails. Outcomes are read from the wallet's tables and the
+dispatcher's records: one debit, the attempts made, the stale writes refused."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import pytest
+
+from services.registry import migrate_service
+from services.relay.main import run_relay
+from services.relay.settings import RelaySettings
+from shared import faults
+from shared.config import Settings
+from tests.support.dispatch import (Stage, attempts, authorization, call_row, call_state,
+                                    debit_intent, park_other_tests_calls, publish,
+                                    running_wallet_on, settled)
+from tests.support.kafka import wait_for
+from tests.support.processes import ServiceProcess
+from tests.support.wallet import balance, debits_under, new_wallet
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture
+async def stage(pool, endpoints, tmp_path) -> Stage:
+    for schema in ("dispatcher", "wallet", "warehouse"):
+        await migrate_service(pool, schema)
+    stage = Stage(tmp_path, endpoints)
+    stage.write_registry()
+    stage.write_policy()
+    await stage.create_topics()
+    await park_other_tests_calls(pool)
+    yield stage
+    faults.configure("")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@asynccontextmanager
+async def relay_and_wallet(stage: Stage, **wallet) -> AsyncIterator[None]:
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    relay = asyncio.create_task(run_relay(settings, RelaySettings(
+        schemas=["dispatcher", "wallet", "warehouse"], poll_interval_s=0.2), stopping))
+    try:
+        async with running_wallet_on(stage, **wallet):
+            yield
+    finally:
+        stopping.set()
+        await relay
+
+
+def dispatcher(stage: Stage, name: str, *, faults: str = "", **overrides) -> ServiceProcess:
+    return ServiceProcess("dispatcher", stage.endpoints, stage.folder / f"{name}.log",
+                          faults=faults, env=stage.dispatcher_env(**overrides)).start()
+
+
+def http_wallet(stage: Stage, port: int, **retry) -> None:
+    stage.write_registry(**{"wallet.debit": {
+        "adapter": "http", "http_url": f"http://127.0.0.1:{port}",
+        "retry": {"max_attempts": 4, "attempt_timeout_seconds": 2, "replay_safe": True,
+                  "key_retention_seconds": 86400, **retry}}})
+
+
+async def stale_writes(pool, run_id: str) -> list[dict]:
+    rows = await pool.fetch("SELECT worker_id, held_fence, current_fence, action"
+                            " FROM dispatcher.stale_writes WHERE run_id = $1", run_id)
+    return [dict(row) for row in rows]
+
+
+async def test_killed_after_the_wallet_committed_and_before_recording_then_reconciled(stage, pool):
+    """The opening story: debit committed, response lost with the process. The restarted
+    dispatcher takes the run over, calls the attempt UNKNOWN, looks the key up, and records the
+    one debit that exists: attempt_count >= 2, SUCCEEDED through reconciliation."""
+    port = free_port()
+    http_wallet(stage, port)
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 4000)
+    async with relay_and_wallet(stage, http_port=port):
+        first = dispatcher(stage, "first", faults="dispatcher.after_send_before_record=exit@1")
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                      authorization(intent, stage.write_policy()))
+        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+        assert await debits_under(pool, intent.operation_key) == 1  # the wallet did commit
+        second = dispatcher(stage, "second")
+        try:
+            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+        finally:
+            second.stop()
+    assert await debits_under(pool, intent.operation_key) == 1
+    history = await attempts(pool, intent.logical_call_id)
+    assert len(history) >= 2
+    assert (history[0]["kind"], history[0]["status"]) == ("send", "unknown")
+    assert (history[-1]["kind"], history[-1]["status"]) == ("lookup", "applied")
+    assert history[-1]["fence"] > history[0]["fence"]  # the second process took the run over
+    events = await pool.fetch("SELECT envelope->>'event_type' AS type FROM dispatcher.outbox"
+                              " WHERE envelope->'payload'->>'logical_call_id' = $1"
+                              " AND topic = 'ledger.dispatch' ORDER BY position",
+                              str(intent.logical_call_id))
+    types = [event["type"] for event in events]
+    assert types[-3:] == ["ToolOutcomeMarkedUnknown", "ToolAttemptStarted", "ToolEffectReconciled"]
+
+
+async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, pool):
+    """The same story on the Kafka adapter: the request is an outbox row, so the relay delivers
+    it although the dispatcher died; the wallet commits and drops its receipt; the restarted
+    dispatcher reaches the attempt deadline, looks up, and finds the one debit."""
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 1500)
+    async with relay_and_wallet(stage, faults="wallet.after_commit_drop_response=drop@1"):
+        first = dispatcher(stage, "first", faults="dispatcher.after_send_before_record=exit@1")
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                      authorization(intent, stage.write_policy()))
+        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+        second = dispatcher(stage, "second")
+        try:
+            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+        finally:
+            second.stop()
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert [(a["kind"], a["status"]) for a in await attempts(pool, intent.logical_call_id)] == [
+        ("send", "unknown"), ("lookup", "applied")]
+
+
+async def test_killed_after_recording_the_intent_and_before_sending(stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 900)
+    async with relay_and_wallet(stage):
+        first = dispatcher(stage, "first", faults="dispatcher.after_intent_before_send=exit@1")
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                      authorization(intent, stage.write_policy()))
+        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+        assert (await call_row(pool, intent.logical_call_id))["state"] == "INTENT_RECORDED"
+        assert await debits_under(pool, intent.operation_key) == 0
+        second = dispatcher(stage, "second")
+        try:
+            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+        finally:
+            second.stop()
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert len(await attempts(pool, intent.logical_call_id)) == 1
+
+
+async def test_a_paused_worker_that_wakes_after_takeover_is_fenced_off(stage, pool):
+    """Two replicas. The first records attempt 1 and stalls before sending it (SIGSTOP while
+    it is held at dispatcher.before_send); its lease lapses; the second takes the run over
+    (fence + 1), waits out attempt 1's deadline, reconciles (lookup: not found) and debits under
+    the same key. The first then wakes: its attempt's deadline has passed, so it sends nothing,
+    and its write of that outcome is refused by the lease check and kept as evidence. One
+    debit. (The wallet's own refusal of an old fence is tested in test_wallet*.py.)"""
+    port = free_port()
+    http_wallet(stage, port)
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 3000)
+    async with relay_and_wallet(stage, http_port=port):
+        paused = dispatcher(stage, "paused", faults="dispatcher.before_send=delay:6@1")
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                      authorization(intent, stage.write_policy()))
+        assert await wait_for(lambda: attempts(pool, intent.logical_call_id), timeout=60)
+        paused.process.send_signal(signal.SIGSTOP)
+        other = dispatcher(stage, "other")  # joins the consumer group: a rebalance
+        try:
+            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+            paused.process.send_signal(signal.SIGCONT)
+            refused = await wait_for(lambda: stale_writes(pool, intent.run_id), timeout=60)
+        finally:
+            paused.process.send_signal(signal.SIGCONT)
+            paused.stop()
+            other.stop()
+    assert await debits_under(pool, intent.operation_key) == 1
+    history = await attempts(pool, intent.logical_call_id)
+    assert history[0]["fence"] < history[-1]["fence"]
+    assert history[-1]["status"] == "applied"
+    [stale] = refused
+    assert stale["held_fence"] == history[0]["fence"] and stale["current_fence"] > stale["held_fence"]
+    assert "nothing sent" in stale["action"]
+
+
+async def test_a_wallet_that_always_fails_gets_the_attempt_budget_and_no_more(stage, pool):
+    """5xx on every attempt under a contract that says a 5xx applied nothing: the dispatcher
+    retries with backoff until the tool's attempt budget is spent, then records FAILED."""
+    port = free_port()
+    http_wallet(stage, port, max_attempts=3, server_errors="not_applied")
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 500)
+    async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
+        worker = dispatcher(stage, "worker", breaker_failures=10)
+        try:
+            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                          authorization(intent, stage.write_policy()))
+            assert await settled(pool, intent.logical_call_id) == "FAILED"
+        finally:
+            worker.stop()
+    history = await attempts(pool, intent.logical_call_id)
+    assert [(a["kind"], a["status"]) for a in history] == [("send", "transient")] * 3
+    assert (await call_row(pool, intent.logical_call_id))["reason"] == "call_attempt_budget_exhausted"
+    for earlier, later in zip(history, history[1:]):
+        assert later["started_at"] > earlier["finished_at"]  # a backoff between attempts
+    assert await debits_under(pool, intent.operation_key) == 0
+
+
+async def test_retries_stop_at_the_absolute_run_deadline(stage, pool):
+    """A generous attempt budget, a short run: attempts stop before the deadline minus the
+    recovery reserve, and no attempt's own deadline reaches past it."""
+    port = free_port()
+    http_wallet(stage, port, max_attempts=100, server_errors="not_applied")
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 500, deadline_in=6.0)
+    async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
+        worker = dispatcher(stage, "worker", breaker_failures=1000)
+        try:
+            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                          authorization(intent, stage.write_policy()))
+            assert await settled(pool, intent.logical_call_id) == "FAILED"
+        finally:
+            worker.stop()
+    history = await attempts(pool, intent.logical_call_id)
+    cutoff = intent.deadline_at - timedelta(seconds=1.0)  # the stage's recovery reserve
+    assert 1 < len(history) < 100
+    assert all(attempt["deadline_at"] <= cutoff for attempt in history)
+    assert all(attempt["started_at"] < cutoff for attempt in history)
+    assert (await call_row(pool, intent.logical_call_id))["reason"] == "run_deadline_passed"
+    assert await debits_under(pool, intent.operation_key) == 0
+
+
+async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stage, pool):
+    """The saga: reserve stock, debit the wallet, ship; the carrier refuses the shipment. The
+    debit is refunded, then the reservation released — each a new effect with its own key —
+    although the dispatcher is killed right after requesting the first compensation."""
+    from services.warehouse.handlers import stock_sku
+    from tests.support.dispatch import running_warehouse_on
+
+    wallet_id = await new_wallet(pool, 10_000)
+    sku, order = f"sku-{uuid.uuid4().hex[:8]}", f"tenant/acme/o-{uuid.uuid4().hex[:8]}"
+    assert await stock_sku(pool, sku, 10)
+    reserve = debit_intent(wallet_id, tool="inventory.reserve",
+                           arguments={"sku": sku, "order_id": order, "quantity": 2})
+    debit = debit_intent(wallet_id, 4000, run_id=reserve.run_id)
+    ship = debit_intent(wallet_id, run_id=reserve.run_id, tool="shipment.schedule",
+                        arguments={"order_id": order, "address": "1 Quay Street"})
+    version = stage.write_policy()
+    async with relay_and_wallet(stage), running_warehouse_on(
+            stage, faults="warehouse.refuse_shipment=drop"):
+        first = dispatcher(stage, "first", faults="dispatcher.mid_compensation=exit@1")
+        for step in (reserve, debit):
+            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                          authorization(step, version))
+            assert await settled(pool, step.logical_call_id) == "SUCCEEDED"
+        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                      authorization(ship, version))
+        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+        assert await call_state(pool, debit.logical_call_id) == "COMPENSATING"
+        second = dispatcher(stage, "second")
+        try:
+            assert await settled(pool, reserve.logical_call_id, states=("COMPENSATED",
+                                                                        "COMPENSATION_FAILED"))
+        finally:
+            second.stop()
+    assert await call_state(pool, ship.logical_call_id) == "FAILED"
+    assert await call_state(pool, debit.logical_call_id) == "COMPENSATED"
+    assert await call_state(pool, reserve.logical_call_id) == "COMPENSATED"
+    assert await pool.fetchval("SELECT count(*) FROM wallet.refunds r JOIN wallet.debits d"
+                               " USING (debit_id) WHERE d.operation_key = $1", debit.operation_key) == 1
+    assert await balance(pool, wallet_id) == 10_000
+    assert await pool.fetchval("SELECT count(*) FROM warehouse.releases JOIN warehouse.reservations"
+                               " USING (reservation_id) WHERE order_id = $1", order) == 1
+    assert await pool.fetchval("SELECT available FROM warehouse.stock WHERE sku = $1", sku) == 10
+    assert await pool.fetchval("SELECT count(*) FROM warehouse.shipments WHERE order_id = $1",
+                               order) == 0
+    compensations = await pool.fetch(
+        "SELECT tool_name, state, attempts FROM dispatcher.calls WHERE run_id = $1"
+        " AND compensates IS NOT NULL ORDER BY created_at", reserve.run_id)
+    assert [(c["tool_name"], c["state"]) for c in compensations] == [
+        ("wallet.refund", "SUCCEEDED"), ("inventory.release", "SUCCEEDED")]

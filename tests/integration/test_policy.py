@@ -1,0 +1,429 @@
+"""The policy service on real Kafka and PostgreSQL: intents are published on its intake topic as
+the intake's relay would, approvals as an approver's tool would, and its decisions are read back
+from its authorizations topic (per-test topics, run ids, tenants and principals)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from services.policy import load_policy
+from services.policy.approve_cli import Answer, send_answer
+from services.policy.document import ApprovalRule
+from services.policy.main import run_policy
+from services.policy.repository import SCHEMA, insert_decision, record_version
+from services.policy.settings import PolicySettings
+from services.policy.sweep import sweep_once
+from services.policy.verdicts import Verdict
+from services.registry import migrate_service
+from shared import faults
+from shared.capabilities import refusal
+from shared.config import Endpoints, Settings
+from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
+from shared.contracts.authorizations import Authorization
+from shared.contracts.intake import PROPOSAL_ACCEPTED, ToolIntent
+from shared.messaging.envelope import Envelope
+from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
+from tests.support.services import ServiceRun, running_service
+from tests.unit.policy.builders import EMAIL, intent
+
+pytestmark = pytest.mark.infra
+SECRET = Settings().capability_secret.get_secret_value().encode()
+POLICY = """
+capability_ttl_seconds: 120
+rules:
+  - {name: debits, principals: ["agent-*"], tenants: ["*"], tools: [wallet.debit], effect: allow,
+     max_amount_minor: 10000, currency: EUR, over_cap: require_approval,
+     approval: {quorum: 2, approvers: ["operator:*", "finance:*"], ttl_seconds: 600}}
+  - {name: refunds, principals: ["agent-*"], tenants: ["*"], tools: [wallet.refund],
+     effect: require_approval, approval: {quorum: 1, approvers: ["operator:*"], ttl_seconds: 1}}
+  - {name: email, principals: ["agent-*"], tenants: ["*"], tools: [email.send],
+     effect: require_approval, approval: {quorum: 1, approvers: ["operator:*", "agent-*"]}}
+  - {name: reserves, principals: ["agent-*"], tenants: ["*"], tools: [inventory.reserve], effect: allow}
+limits:
+  - {name: reserves-per-agent, scope: principal, tools: [inventory.reserve], window_seconds: 3,
+     max_calls: 2}
+"""
+
+
+@dataclass
+class PolicyRun(ServiceRun):
+    settings: PolicySettings
+    endpoints: Endpoints
+
+    async def propose(self, *intents: ToolIntent) -> None:
+        await _send(self.endpoints, self.settings.intake_topic, *(Envelope.new(
+            event_type=PROPOSAL_ACCEPTED, run_id=i.run_id, producer="proposal-intake",
+            payload=i.model_dump(mode="json")) for i in intents))
+
+    async def approve(self, call: ToolIntent, approver: str, **changes) -> Envelope:
+        now = datetime.now(UTC)
+        fields = {"decision": "granted", "run_id": call.run_id, "tenant_id": call.tenant_id,
+                  "logical_call_id": call.logical_call_id, "operation_key": call.operation_key,
+                  "arguments_hash": call.arguments_hash, "approver_id": approver,
+                  "decided_at": now, "expires_at": now + timedelta(minutes=15)}
+        envelope = Envelope.new(event_type=APPROVAL_GRANTED, run_id=call.run_id, producer="test",
+                                payload=ApprovalDecision(**fields | changes).model_dump(mode="json"))
+        await _send(self.endpoints, self.settings.approvals_topic, envelope)
+        return envelope
+
+    async def answer(self, call: ToolIntent, approver: str, granted: bool = True) -> dict:
+        """As ``intentledger approve|reject`` does it."""
+        return await send_answer(self.endpoints, Answer(call.logical_call_id, approver, granted),
+                                 topic=self.settings.approvals_topic)
+
+    async def events(self, count: int) -> list[dict]:
+        records = await read_topic(self.endpoints.kafka_bootstrap, self.settings.authorizations_topic,
+                                   until=count, timeout=60)
+        return [json.loads(record.value) for record in records]
+
+
+@pytest.fixture(autouse=True)
+async def policy_schema(pool) -> None:
+    await migrate_service(pool, SCHEMA)
+
+
+@asynccontextmanager
+async def running_policy(endpoints: Endpoints, tmp_path, **overrides) -> AsyncIterator[PolicyRun]:
+    policy_file = tmp_path / f"policy-{uuid.uuid4().hex[:6]}.yaml"
+    policy_file.write_text(POLICY, encoding="utf-8")
+    settings = PolicySettings(
+        policy_file=policy_file, intake_topic=unique_topic("ledger.intake"),
+        approvals_topic=unique_topic("ledger.approvals"),
+        authorizations_topic=unique_topic("ledger.authorizations"), **overrides)
+    for topic in (settings.intake_topic, settings.approvals_topic, settings.authorizations_topic):
+        await create_topic(endpoints.kafka_bootstrap, topic)
+    run = PolicyRun(settings, endpoints)
+    async with running_service(endpoints, SCHEMA, lambda base, stopping: run_policy(
+            base, settings, stopping), run):
+        yield run
+
+
+async def _send(endpoints: Endpoints, topic: str, *envelopes: Envelope) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all",
+                                enable_idempotence=True)
+    await producer.start()
+    try:
+        for envelope in envelopes:
+            await producer.send_and_wait(
+                topic, envelope.value(), key=envelope.run_id.encode(),
+                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
+    finally:
+        await producer.stop()
+
+
+def call(tool: str = "wallet.debit", arguments: dict | None = None, *, run: str, principal: str,
+         deadline_in: timedelta = timedelta(minutes=10)) -> ToolIntent:
+    """An intent of its own test: unique tenant, run and principal keep counts and topics apart."""
+    made = intent(tool, arguments, principal=principal, tenant="acme",
+                  deadline_at=datetime.now(UTC) + deadline_in)
+    return made.model_copy(update={"run_id": run})
+
+
+def ids() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:10]
+    return f"run-{tag}", f"agent-{tag}"
+
+
+def debit(amount: str, **who) -> ToolIntent:
+    return call("wallet.debit", {"wallet_id": "w-1", "amount": amount, "currency": "EUR"}, **who)
+
+
+def email(**who) -> ToolIntent:
+    return call("email.send", EMAIL | {"message_id": f"msg-{uuid.uuid4().hex}"}, **who)
+
+
+async def decision(pool, the_call: ToolIntent, outcome: str | None = None, timeout: float = 60):
+    async def found():
+        row = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.decisions WHERE logical_call_id = $1",
+                                  the_call.logical_call_id)
+        return row if row and (outcome is None or row["outcome"] == outcome) else None
+    row = await wait_for(found, timeout=timeout)
+    assert row is not None, f"no {outcome or ''} decision for {the_call.logical_call_id}"
+    return row
+
+
+async def approval_outcome(pool, event: Envelope) -> tuple[str, str | None]:
+    async def found():
+        return await pool.fetchrow(f"SELECT outcome, reason_code FROM {SCHEMA}.approvals "
+                                   "WHERE approval_event_id = $1", event.event_id)
+    row = await wait_for(found)
+    assert row is not None, f"approval {event.event_id} was never recorded"
+    return row["outcome"], row["reason_code"]
+
+
+def of(events: list[dict], the_call: ToolIntent) -> list[tuple[str, dict]]:
+    return [(e["event_type"], e["payload"]) for e in events
+            if e["payload"]["intent"]["logical_call_id"] == str(the_call.logical_call_id)]
+
+
+async def test_an_allowed_call_carries_a_capability_that_verifies_for_its_intent(pool, endpoints, tmp_path):
+    run, agent = ids()
+    small = debit("40.00", run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(small)
+        [event] = await policy.events(1)
+    assert event["event_type"] == "AuthorizationAllowed" and event["run_id"] == run
+    allowed = Authorization.model_validate(event["payload"])
+    assert allowed.intent == small and allowed.rule == "debits"
+    assert refusal(allowed.capability, small, SECRET, datetime.now(UTC)) is None
+    assert allowed.capability.expires_at <= datetime.now(UTC) + timedelta(seconds=120)
+    assert allowed.capability.limits["cap"]["amount_minor"] == 4000
+    row = await decision(pool, small)
+    assert (row["outcome"], row["rule"], row["policy_version"]) == (
+        "allowed", "debits", allowed.policy_version)
+    assert json.loads(row["capability"])["signature"] == allowed.capability.signature
+    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.policy_versions WHERE version = $1",
+                               allowed.policy_version) == 1
+
+
+async def test_calls_are_denied_with_stable_reasons(pool, endpoints, tmp_path):
+    run, agent = ids()
+    unknown_rule = call("wallet.debit", {"wallet_id": "w-1", "amount": "1", "currency": "EUR"},
+                        run=run, principal=f"user-{agent}")
+    late = debit("1.00", run=run, principal=agent, deadline_in=timedelta(seconds=-1))
+    dollars = call("wallet.debit", {"wallet_id": "w-1", "amount": "1", "currency": "USD"},
+                   run=run, principal=agent)
+    other_version = debit("2.00", run=run, principal=agent).model_copy(update={"tool_version": "9"})
+    expected = [(unknown_rule, "no_matching_rule"), (late, "deadline_passed"),
+                (dollars, "cap_currency_mismatch"), (other_version, "tool_not_in_registry")]
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(*(c for c, _ in expected))
+        events = await policy.events(len(expected))
+    reasons = {e["payload"]["intent"]["logical_call_id"]: (e["event_type"], e["payload"]["reason_code"])
+               for e in events}
+    assert reasons == {str(c.logical_call_id): ("AuthorizationDenied", reason)
+                       for c, reason in expected}
+    for denied_call, reason in expected:
+        row = await decision(pool, denied_call)
+        assert (row["outcome"], row["reason_code"], row["capability"]) == ("denied", reason, None)
+
+
+async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(pool, endpoints, tmp_path):
+    run, agent = ids()
+    mail = email(run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(mail)
+        [requested] = await policy.events(1)
+        assert requested["event_type"] == "ApprovalRequested"
+        assert requested["payload"]["quorum"] == 1
+        bad = {
+            "approver_is_requester": await policy.approve(mail, agent),
+            "approval_for_other_arguments": await policy.approve(mail, "operator:dana",
+                                                                 arguments_hash="0" * 64),
+            "approval_expired": await policy.approve(mail, "operator:dana",
+                                                     expires_at=datetime.now(UTC) - timedelta(seconds=1)),
+            "approver_not_allowed": await policy.approve(mail, "intern:bob"),
+        }
+        for reason, event in bad.items():
+            assert await approval_outcome(pool, event) == ("refused", reason)
+        assert (await decision(pool, mail))["outcome"] == "awaiting_approval"
+        published = await policy.answer(mail, "operator:dana")
+        events = await policy.events(2)
+    kind, payload = of(events, mail)[-1]
+    assert kind == "AuthorizationAllowed"
+    allowed = Authorization.model_validate(payload)
+    assert [a.approver_id for a in allowed.capability.approvals] == ["operator:dana"]
+    assert str(allowed.capability.approvals[0].approval_event_id) == published["event_id"]
+    assert refusal(allowed.capability, mail, SECRET, datetime.now(UTC)) is None
+    assert allowed.decision_id == uuid.UUID(requested["payload"]["decision_id"])
+
+
+async def test_a_quorum_of_two_needs_two_different_approvers(pool, endpoints, tmp_path):
+    run, agent = ids()
+    large = debit("250.00", run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(large)
+        await decision(pool, large, "awaiting_approval")
+        first = await policy.approve(large, "operator:dana")
+        assert await approval_outcome(pool, first) == ("counted", None)
+        again = await policy.approve(large, "operator:dana")
+        assert await approval_outcome(pool, again) == ("repeated", "approver_already_counted")
+        assert (await decision(pool, large))["outcome"] == "awaiting_approval"
+        await policy.approve(large, "finance:eve")
+        events = await policy.events(2)
+    assert [kind for kind, _ in of(events, large)] == ["ApprovalRequested", "AuthorizationAllowed"]
+    chain = Authorization.model_validate(of(events, large)[1][1]).capability.approvals
+    assert sorted(a.approver_id for a in chain) == ["finance:eve", "operator:dana"]
+    assert (await decision(pool, large))["outcome"] == "allowed"
+
+
+async def test_a_refusal_by_an_approver_denies_the_call(pool, endpoints, tmp_path):
+    run, agent = ids()
+    mail = email(run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(mail)
+        await decision(pool, mail, "awaiting_approval")
+        await policy.answer(mail, "operator:dana", granted=False)
+        events = await policy.events(2)
+        late = await policy.approve(mail, "operator:eve")
+        assert await approval_outcome(pool, late) == ("refused", "approval_not_pending")
+    assert of(events, mail)[-1][0] == "AuthorizationDenied"
+    assert of(events, mail)[-1][1]["reason_code"] == "approval_refused"
+
+
+async def test_a_request_nobody_answers_is_denied_by_the_sweep(pool, endpoints, tmp_path):
+    run, agent = ids()
+    refund = call("wallet.refund", {"wallet_id": "w-1", "debit_id": "d-1", "amount": "5",
+                                    "currency": "EUR"}, run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path, sweep_interval_s=0.2) as policy:
+        await policy.propose(refund)
+        events = await policy.events(2)
+    assert [(kind, p.get("reason_code")) for kind, p in of(events, refund)] == [
+        ("ApprovalRequested", None), ("AuthorizationDenied", "approval_request_expired")]
+    row = await decision(pool, refund)
+    assert (row["outcome"], row["reason_code"], row["version"]) == (
+        "denied", "approval_request_expired", 2)
+
+
+async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_path):
+    run, agent = ids()
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(POLICY, encoding="utf-8")
+    policy = load_policy(policy_file)
+    await record_version(pool, policy)
+    lapsed = [email(run=run, principal=agent) for _ in range(5)]
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)  # swept first: other tests' requests stay theirs
+    async with pool.acquire() as conn:
+        for waiting in lapsed:
+            await insert_decision(conn, waiting, None, Verdict(
+                uuid.uuid4(), "awaiting_approval", policy.version, "email", None, "waiting",
+                {"intent": waiting.model_dump(mode="json")}, long_ago, long_ago,
+                approval=ApprovalRule(approvers=("operator:*",))))
+    topic = unique_topic("ledger.authorizations")
+    await create_topic(endpoints.kafka_bootstrap, topic)
+    await asyncio.gather(*(sweep_once(pool, topic, len(lapsed)) for _ in range(2)))
+    for waiting in lapsed:
+        row = await decision(pool, waiting)
+        assert (row["outcome"], row["reason_code"], row["version"]) == (
+            "denied", "approval_request_expired", 2)
+        assert await pool.fetchval(
+            f"SELECT count(*) FROM {SCHEMA}.outbox WHERE topic = $1 AND "
+            "envelope->'payload'->'intent'->>'logical_call_id' = $2",
+            topic, str(waiting.logical_call_id)) == 1
+
+
+async def test_a_rate_limit_counts_allowed_calls_over_its_window(pool, endpoints, tmp_path):
+    run, agent = ids()
+
+    def reserve(n: int) -> ToolIntent:
+        return call("inventory.reserve", {"sku": "s-1", "order_id": f"o-{n}", "quantity": 1},
+                    run=run, principal=agent)
+    first = [reserve(n) for n in range(3)]
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(*first)
+        events = await policy.events(3)
+        assert [e["event_type"] for e in events] == ["AuthorizationAllowed"] * 2 + ["AuthorizationDenied"]
+        assert events[2]["payload"]["reason_code"] == "rate_limited"
+        oldest = (await decision(pool, first[1]))["issued_at"]
+        await wait_for(lambda: _after(oldest + timedelta(seconds=3)), timeout=10)
+        later = reserve(3)
+        await policy.propose(later)
+        events = await policy.events(4)
+    assert of(events, later)[0][0] == "AuthorizationAllowed"
+    windows = json.loads((await decision(pool, later))["inputs"])["limits"]["windows"]
+    assert windows[0]["name"] == "reserves-per-agent" and windows[0]["calls_before"] < 2
+
+
+async def _after(instant: datetime) -> bool:
+    return datetime.now(UTC) > instant
+
+
+async def test_an_edited_policy_is_recorded_then_decides_the_next_call(pool, endpoints, tmp_path):
+    run, agent = ids()
+    before, after = debit("5.00", run=run, principal=agent), debit("6.00", run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path, reload_interval_s=0.1) as policy:
+        await policy.propose(before)
+        first = await decision(pool, before, "allowed")
+        edited = tmp_path / "edited.yaml"
+        freeze = f"freeze-{uuid.uuid4().hex[:8]}"  # versions are content hashes: one of its own
+        edited.write_text(POLICY.replace("rules:\n", f"rules:\n  - {{name: {freeze}, principals: "
+                                         "['*'], tenants: ['*'], tools: [wallet.debit], effect: deny}\n"))
+        version = load_policy(edited).version
+        edited.replace(policy.settings.policy_file)  # atomically, as a deployment must
+        assert await wait_for(lambda: pool.fetchval(
+            f"SELECT count(*) FROM {SCHEMA}.policy_versions WHERE version = $1", version), timeout=10)
+        await policy.propose(after)
+        second = await decision(pool, after, "denied")
+    assert first["policy_version"] != version
+    assert (second["policy_version"], second["rule"], second["reason_code"]) == (
+        version, freeze, "denied_by_rule")
+
+
+async def test_a_redelivered_or_republished_intent_gets_one_decision(pool, endpoints, tmp_path):
+    run, agent = ids()
+    once, marker = debit("1.00", run=run, principal=agent), debit("2.00", run=run, principal=agent)
+    faults.configure("policy.after_commit=drop@1")
+    try:
+        async with running_policy(endpoints, tmp_path) as policy:
+            await policy.propose(once)
+            await decision(pool, once)
+            await policy.propose(once, marker)  # the same intent again, in a new envelope
+            await decision(pool, marker)
+    finally:
+        faults.configure("")
+    assert policy.totals.duplicates >= 1  # the first batch really was delivered again
+    events = await policy.events(2)
+    assert len(of(events, once)) == 1 and len(events) == 2
+    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.decisions WHERE run_id = $1", run) == 2
+
+
+async def test_a_poison_record_is_dead_lettered_and_the_consumer_keeps_going(pool, endpoints, tmp_path):
+    run, agent = ids()
+    good = debit("3.00", run=run, principal=agent)
+    not_an_intent = Envelope.new(event_type=PROPOSAL_ACCEPTED, run_id=run, producer="proposal-intake",
+                                 payload={"run_id": run, "tool_name": "wallet.debit"})
+    async with running_policy(endpoints, tmp_path) as policy:
+        producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(policy.settings.intake_topic, b"\xff not json",
+                                         key=run.encode())
+        finally:
+            await producer.stop()
+        await _send(endpoints, policy.settings.intake_topic, not_an_intent)
+        await policy.propose(good)
+        await decision(pool, good, "allowed")
+    reasons = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters "
+                               "WHERE topic = $1", policy.settings.intake_topic)
+    assert len(reasons) == 2
+    assert any("not a ToolIntent" in r["reason"] and r["event_id"] == not_an_intent.event_id
+               for r in reasons)
+
+
+async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_approval(pool, endpoints, tmp_path):
+    run, agent = ids()
+    mail = email(run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(mail)
+        await decision(pool, mail, "awaiting_approval")
+        topic = {"INTENTLEDGER_POLICY_APPROVALS_TOPIC": policy.settings.approvals_topic}
+        approved = await _cli(endpoints, "approve", str(mail.logical_call_id), "--approver",
+                              "operator:dana", "--ttl-seconds", "60", "--reason", "checked", **topic)
+        assert approved.returncode == 0, approved.stderr
+        published = json.loads(approved.stdout)
+        assert (published["event_type"], published["payload"]["approver_id"]) == (
+            "ApprovalGranted", "operator:dana")
+        await decision(pool, mail, "allowed")
+    unknown = await _cli(endpoints, "approve", str(uuid.uuid4()), "--approver", "operator:dana")
+    assert unknown.returncode == 1 and "has no policy decision" in unknown.stderr
+    decided = await _cli(endpoints, "reject", str(mail.logical_call_id), "--approver", "operator:eve")
+    assert decided.returncode == 1 and "not awaiting approval (it is allowed)" in decided.stderr
+
+
+async def _cli(endpoints: Endpoints, *args: str, **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+           "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **env}
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli", *args],
+                                   env=env, capture_output=True, text=True, timeout=60)

@@ -1,0 +1,223 @@
+"""A dispatcher stage on real Kafka and PostgreSQL: per-test topics, registry and policy files,
+signed authorizations published as the policy service would, and the business outcome read
+back from the downstream's own tables and the dispatcher's records."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
+from aiokafka import AIOKafkaProducer
+
+from services.dispatcher.settings import DispatcherSettings
+from services.policy.loader import load_policy
+from services.wallet.main import run_wallet
+from services.wallet.settings import WalletSettings
+from shared import capabilities
+from shared.config import Endpoints, Settings
+from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
+from shared.contracts.intake import ToolIntent
+from shared.messaging.envelope import Envelope
+from tests.conftest import ROOT
+from tests.support.kafka import create_topic, unique_topic, wait_for
+
+ALLOW_ALL = {"rules": [{"name": "allow-all", "principals": ["*"], "tenants": ["*"], "tools": ["*"],
+                        "effect": "allow"}]}
+DENY_DEBITS = {"rules": [{"name": "no-debits", "principals": ["*"], "tenants": ["*"],
+                          "tools": ["wallet.debit"], "effect": "deny"}, *ALLOW_ALL["rules"]]}
+SECRET = Settings().capability_secret.get_secret_value().encode()
+
+
+@dataclass
+class Stage:
+    """Everything one test's dispatcher reads and writes, isolated from other tests."""
+
+    folder: Path
+    endpoints: Endpoints
+    authorizations: str = field(default_factory=lambda: unique_topic("ledger.authorizations"))
+    receipts: str = field(default_factory=lambda: unique_topic("effects.receipts"))
+    wallet_topic: str = field(default_factory=lambda: unique_topic("effects.wallet"))
+    warehouse_topic: str = field(default_factory=lambda: unique_topic("effects.warehouse"))
+
+    @property
+    def tools_file(self) -> Path:
+        return self.folder / "tools.yaml"
+
+    @property
+    def policy_file(self) -> Path:
+        return self.folder / "policy.yaml"
+
+    def write_registry(self, **overrides: dict) -> None:
+        """The example registry on this stage's topics; ``overrides`` per tool name, e.g.
+        ``{"wallet.debit": {"reconciliation": "manual"}}`` passed as a dict literal."""
+        document = yaml.safe_load((ROOT / "config" / "tools.example.yaml").read_text())
+        for tool in document["tools"]:
+            tool["topic"] = {"effects.wallet": self.wallet_topic,
+                             "effects.warehouse": self.warehouse_topic}.get(tool["topic"],
+                                                                           tool["topic"])
+            for name, values in overrides.items():
+                if tool["name"] == name:
+                    tool.update(values)
+        self.tools_file.write_text(yaml.safe_dump(document))
+
+    def write_policy(self, document: dict = ALLOW_ALL) -> str:
+        self.policy_file.write_text(yaml.safe_dump(document))
+        return load_policy(self.policy_file).version
+
+    def dispatcher_settings(self, **overrides) -> DispatcherSettings:
+        return DispatcherSettings(**{
+            "tools_file": self.tools_file, "policy_file": self.policy_file,
+            "authorizations_topic": self.authorizations, "reply_topic": self.receipts,
+            "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
+            "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
+
+    def dispatcher_env(self, **overrides) -> dict[str, str]:
+        """The same settings as environment variables, for a dispatcher run as a process."""
+        settings = self.dispatcher_settings(**overrides)
+        names = ("tools_file", "policy_file", "authorizations_topic", "reply_topic",
+                 "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
+                 "scan_interval_s", "lookup_timeout_s", *overrides)
+        return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
+                for name in names}
+
+    async def create_topics(self) -> None:
+        for topic in (self.authorizations, self.receipts, self.wallet_topic, self.warehouse_topic):
+            await create_topic(self.endpoints.kafka_bootstrap, topic)
+
+
+def debit_intent(wallet_id: str, amount_minor: int = 4000, *, run_id: str | None = None,
+                 deadline_in: float = 60.0, run_max_attempts: int | None = None,
+                 tool: str = "wallet.debit", arguments: dict | None = None) -> ToolIntent:
+    key = f"acme:caller_stated:{uuid.uuid4().hex}"
+    arguments = arguments or {"wallet_id": wallet_id, "amount": amount_minor, "currency": "EUR"}
+    return ToolIntent(
+        run_id=run_id or f"run-{uuid.uuid4().hex[:10]}", provider="generic",
+        provider_call_id=f"call-{uuid.uuid4().hex[:8]}", logical_call_id=uuid.uuid4(),
+        operation_key=key, tool_name=tool, tool_version="1", arguments_hash=uuid.uuid4().hex * 2,
+        canonical_arguments=arguments, principal_id="agent-7", tenant_id="acme",
+        deadline_at=datetime.now(UTC) + timedelta(seconds=deadline_in),
+        run_max_attempts=run_max_attempts)
+
+
+def authorization(intent: ToolIntent, policy_version: str, *, expires_in: float = 300.0,
+                  approvals: tuple[GrantedApproval, ...] = (), signed_for: ToolIntent | None = None,
+                  secret: bytes = SECRET) -> Envelope:
+    """AuthorizationAllowed as the policy service emits it. ``signed_for`` binds the capability
+    to another intent (what a tampered or misrouted authorization looks like)."""
+    now = datetime.now(UTC)
+    bound = signed_for or intent
+    claims = {
+        "capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
+        **bound.model_dump(mode="json", include={"run_id", "logical_call_id", "operation_key",
+                                                 "principal_id", "tenant_id", "tool_name",
+                                                 "tool_version", "arguments_hash"}),
+        "policy_version": policy_version,
+        "approvals": [approval.model_dump(mode="json") for approval in approvals],
+        "limits": {}, "issued_at": now.isoformat(),
+        "expires_at": (now + timedelta(seconds=expires_in)).isoformat()}
+    capability = capabilities.sign(claims, secret)
+    payload = Authorization(intent=intent, decision_id=capability.decision_id,
+                            policy_version=policy_version, rule="test", capability=capability)
+    return Envelope.new(event_type=AUTHORIZATION_ALLOWED, run_id=intent.run_id, producer="policy",
+                        payload=payload.model_dump(mode="json"))
+
+
+async def park_other_tests_calls(pool) -> None:
+    """Tests share one dispatcher schema, as one deployment would; a call an earlier test left
+    unfinished (its services stopped mid-way) must not be picked up by this test's dispatcher."""
+    await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
+                       " WHERE next_action_at IS NOT NULL")
+
+
+async def publish(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        for envelope in envelopes:
+            await producer.send_and_wait(
+                topic, envelope.value(), key=envelope.run_id.encode(),
+                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
+    finally:
+        await producer.stop()
+
+
+async def call_state(pool, logical_call_id: uuid.UUID) -> str | None:
+    return await pool.fetchval("SELECT state FROM dispatcher.calls WHERE logical_call_id = $1",
+                               logical_call_id)
+
+
+async def settled(pool, logical_call_id: uuid.UUID, timeout: float = 60.0,
+                  states: tuple[str, ...] = ("SUCCEEDED", "FAILED", "MANUAL_REVIEW", "DENIED",
+                                             "EXPIRED", "COMPENSATED", "COMPENSATION_FAILED")) -> str | None:
+    async def state():
+        value = await call_state(pool, logical_call_id)
+        return value if value in states else None
+    return await wait_for(state, timeout=timeout)
+
+
+async def attempts(pool, logical_call_id: uuid.UUID) -> list[dict]:
+    rows = await pool.fetch("SELECT attempt, kind, fence, worker_id, status, detail, started_at,"
+                            " deadline_at, finished_at FROM dispatcher.attempts"
+                            " WHERE logical_call_id = $1 ORDER BY attempt", logical_call_id)
+    return [dict(row) for row in rows]
+
+
+async def call_row(pool, logical_call_id: uuid.UUID) -> dict:
+    return dict(await pool.fetchrow("SELECT * FROM dispatcher.calls WHERE logical_call_id = $1",
+                                    logical_call_id))
+
+
+@asynccontextmanager
+async def running_wallet_on(stage: Stage, **wallet_overrides) -> AsyncIterator[None]:
+    """The reference wallet in this event loop, on the stage's request topic."""
+    import asyncio
+
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    wallet = WalletSettings(request_topic=stage.wallet_topic, reply_topic=stage.receipts,
+                            **wallet_overrides)
+    task = asyncio.create_task(run_wallet(settings, wallet, stopping))
+    try:
+        if wallet.http_port is not None:
+            assert await wait_for(lambda: _answers(wallet.http_port), timeout=60), "wallet HTTP down"
+        yield
+    finally:
+        stopping.set()
+        await task
+
+
+@asynccontextmanager
+async def running_warehouse_on(stage: Stage, **overrides) -> AsyncIterator[None]:
+    import asyncio
+
+    from services.warehouse.main import run_warehouse
+    from services.warehouse.settings import WarehouseSettings
+
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    warehouse = WarehouseSettings(request_topic=stage.warehouse_topic, reply_topic=stage.receipts,
+                                  **overrides)
+    task = asyncio.create_task(run_warehouse(settings, warehouse, stopping))
+    try:
+        yield
+    finally:
+        stopping.set()
+        await task
+
+
+async def _answers(port: int) -> bool:
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                return response.status == 200
+    except aiohttp.ClientError:
+        return False

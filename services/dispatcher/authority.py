@@ -40,7 +40,9 @@ class Refusal:
 
 
 def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
-                        now: datetime) -> Refusal | None:
+                        now: datetime, *, requires_approval: bool = False) -> Refusal | None:
+    """``requires_approval``: the registry's flag for the call's tool; checked here again so
+    that no policy file, however written, lets an irreversible call out unapproved."""
     intent = ToolIntent.model_validate(call.intent)
     if now >= call.deadline_at:
         return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,
@@ -56,6 +58,9 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
         if reason := capabilities.refusal(capability, intent, secret, now):
             return Refusal(CallState.DENIED, DispatchReason(reason),
                            f"capability {capability.capability_id}: {reason}")
+        if requires_approval and not capability.approvals:
+            return Refusal(CallState.DENIED, DispatchReason.APPROVAL_MISSING,
+                           f"{call.tool_name} is irreversible: it needs an approval before dispatch")
     if call.policy_version != policy.current_version():
         approvals = Capability.model_validate(call.capability).approvals if call.capability else ()
         verdict = policy.evaluate(intent, approvals)

@@ -452,7 +452,8 @@ class Stepper:
     # -- plumbing -------------------------------------------------------------------------
 
     def _refusal(self, step: _Step) -> Refusal | None:
-        return refusal_at_dispatch(step.call, step.run, self._policy, self._secret, step.now)
+        return refusal_at_dispatch(step.call, step.run, self._policy, self._secret, step.now,
+                                   requires_approval=step.tool.requires_approval)
 
     async def _move(self, step: _Step, to: CallState, **fields) -> int:
         version = await repo.transition(step.conn, step.call, to, fence=step.lease.fence,

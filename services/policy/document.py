@@ -65,10 +65,11 @@ class Rule(_Frozen):
             raise ValueError("max_amount_minor and currency go together")
         if self.effect == "deny" and (self.max_amount_minor is not None or self.approval):
             raise ValueError("a deny rule has no cap and no approval")
-        if (self.approval is not None) != self.may_require_approval:
-            raise ValueError("an approval block is required exactly when the rule can require "
-                             "approval (effect require_approval, or over_cap require_approval "
-                             "with a cap)")
+        if self.may_require_approval and self.approval is None:
+            raise ValueError("a rule that can require approval (effect require_approval, or "
+                             "over_cap require_approval with a cap) needs an approval block")
+        # An allow rule may still name approvers: for tools the registry marks
+        # requires_approval (irreversible ones), which no rule can let out unapproved.
         return self
 
     @property

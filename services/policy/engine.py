@@ -38,12 +38,15 @@ class Request:
     amount: Amount | None
     now: datetime
     approvals: tuple[GrantedApproval, ...] = ()
+    tool_requires_approval: bool = False
+    """The registry says so (irreversible tools): no rule can waive it (DESIGN.md §5.8)."""
 
     @classmethod
     def of(cls, intent: ToolIntent, tool: ToolSpec, now: datetime,
            approvals: tuple[GrantedApproval, ...] = ()) -> Request:
         """``tool`` is the registry entry of the intent's tool name and version."""
-        return cls(intent, tool.cost_of(intent.canonical_arguments), now, tuple(approvals))
+        return cls(intent, tool.cost_of(intent.canonical_arguments), now, tuple(approvals),
+                   tool.requires_approval)
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,10 @@ def evaluate(policy: Policy, request: Request, usage: Usage | None) -> Decision:
     if rule.effect == "deny":
         return decided("deny", rule, f"rule {rule.name} denies it", PolicyReason.DENIED_BY_RULE)
     applied: dict[str, Any] = {}
-    needs_approval = rule.effect == "require_approval"
+    needs_approval = rule.effect == "require_approval" or request.tool_requires_approval
+    if needs_approval and rule.approval is None:
+        return decided("deny", rule, f"{intent.tool_name} needs approval and rule {rule.name} "
+                       "names no approvers", PolicyReason.NO_APPROVERS_FOR_TOOL)
     if rule.max_amount_minor is not None and request.amount is not None:
         amount, currency = request.amount
         applied["cap"] = {"max_amount_minor": rule.max_amount_minor, "currency": rule.currency,

@@ -113,3 +113,4 @@ class PolicyReason(StrEnum):
     APPROVER_NOT_ALLOWED = "approver_not_allowed"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVER_ALREADY_COUNTED = "approver_already_counted"
+    NO_APPROVERS_FOR_TOOL = "no_approvers_for_tool"

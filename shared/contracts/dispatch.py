@@ -53,6 +53,7 @@ class DispatchReason(StrEnum):
     CAPABILITY_NOT_FOR_THIS_INTENT = "capability_not_for_this_intent"
     CAPABILITY_EXPIRED = "capability_expired"
     APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_MISSING = "approval_missing"
     POLICY_CHANGED_TO_DENY = "policy_changed_to_deny"
     POLICY_CHANGED_REQUIRES_APPROVAL = "policy_changed_requires_approval"
     RUN_ATTEMPT_BUDGET_EXHAUSTED = "run_attempt_budget_exhausted"

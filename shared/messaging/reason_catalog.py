@@ -82,6 +82,8 @@ _POLICY_REASON = {
     "approver_not_allowed": "an approval by someone the rule's approvers do not include",
     "approval_expired": "a grant without expires_at, or already expired when it arrived",
     "approver_already_counted": "a second grant by an approver who already counts; it counts once",
+    "no_approvers_for_tool": "the tool requires approval (the registry says so, e.g. irreversible "
+                             "tools) but the matching rule names no approvers",
 }
 
 
@@ -100,6 +102,7 @@ def _documented_table(doc: str) -> dict[str, str]:
     return {code: text.replace("``", "`") for code, text in table.items()}
 
 _DISPATCH_REASON = {
+    "approval_missing": "the tool requires approval (irreversible) and the capability carries none",
     "capability_signature_invalid": "the capability's signature does not match its fields; "
                                     "nothing was dispatched",
     "capability_not_for_this_intent": "the capability names another intent (call, key, tool, "

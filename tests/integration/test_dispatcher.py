@@ -112,6 +112,37 @@ async def test_without_lookup_or_safe_replay_an_unknown_outcome_goes_to_a_person
     assert row["reason"] == "no_reconciliation_path"
 
 
+async def test_a_lost_receipt_is_reconciled_by_a_replay_under_the_same_key(stage, pool):
+    """A tool whose contract is replay_same_key: the resend under the same key is answered with
+    the wallet's recorded receipt (replayed), and the debit is not repeated."""
+    wallet_id = await new_wallet(pool, 10_000)
+    stage.write_registry(**{"wallet.debit": {"reconciliation": "replay_same_key"}})
+    intent = debit_intent(wallet_id, 1200)
+    async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop@1"}):
+        await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+    assert await debits_under(pool, intent.operation_key) == 1
+    history = await attempts(pool, intent.logical_call_id)
+    assert [(a["kind"], a["status"]) for a in history] == [("send", "unknown"), ("send", "applied")]
+    assert (await call_row(pool, intent.logical_call_id))["state"] == "SUCCEEDED"
+
+
+async def test_no_replay_once_the_downstream_may_have_forgotten_the_key(stage, pool):
+    """The wallet keeps keys for 6 s in this registry; by the time the first attempt has timed
+    out, a resend could land after the key is gone and debit again: a person decides instead."""
+    wallet_id = await new_wallet(pool, 10_000)
+    stage.write_registry(**{"wallet.debit": {"reconciliation": "replay_same_key", "retry": {
+        "max_attempts": 4, "attempt_timeout_seconds": 3, "replay_safe": True,
+        "key_retention_seconds": 6}}})
+    intent = debit_intent(wallet_id, 1300)
+    async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
+        await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert [a["kind"] for a in await attempts(pool, intent.logical_call_id)] == ["send"]
+    assert (await call_row(pool, intent.logical_call_id))["reason"] == "no_reconciliation_path"
+
+
 @pytest.mark.parametrize("case", ["expired_capability", "capability_for_other_arguments",
                                   "past_deadline", "policy_changed_to_deny"])
 async def test_no_dispatch_without_authority_at_dispatch_time(stage, pool, case):

@@ -76,6 +76,25 @@ def http_wallet(stage: Stage, port: int, **retry) -> None:
                   "key_retention_seconds": 86400, **retry}}})
 
 
+async def against_a_failing_wallet(stage: Stage, pool, max_attempts: int, *,
+                                   deadline_in: float = 60.0, **dispatcher_overrides):
+    """One debit against a wallet whose HTTP API answers 503 to everything, under a contract
+    that says a 5xx applied nothing; returns the intent once FAILED, and its attempts."""
+    port = free_port()
+    http_wallet(stage, port, max_attempts=max_attempts, server_errors="not_applied")
+    intent = debit_intent(await new_wallet(pool, 10_000), 500, deadline_in=deadline_in)
+    async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
+        worker = dispatcher(stage, "worker", **dispatcher_overrides)
+        try:
+            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                          authorization(intent, stage.write_policy()))
+            assert await settled(pool, intent.logical_call_id) == "FAILED"
+        finally:
+            worker.stop()
+    assert await debits_under(pool, intent.operation_key) == 0
+    return intent, await attempts(pool, intent.logical_call_id)
+
+
 async def stale_writes(pool, run_id: str) -> list[dict]:
     rows = await pool.fetch("SELECT worker_id, held_fence, current_fence, action"
                             " FROM dispatcher.stale_writes WHERE run_id = $1", run_id)
@@ -193,48 +212,23 @@ async def test_a_paused_worker_that_wakes_after_takeover_is_fenced_off(stage, po
 async def test_a_wallet_that_always_fails_gets_the_attempt_budget_and_no_more(stage, pool):
     """5xx on every attempt under a contract that says a 5xx applied nothing: the dispatcher
     retries with backoff until the tool's attempt budget is spent, then records FAILED."""
-    port = free_port()
-    http_wallet(stage, port, max_attempts=3, server_errors="not_applied")
-    wallet_id = await new_wallet(pool, 10_000)
-    intent = debit_intent(wallet_id, 500)
-    async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
-        worker = dispatcher(stage, "worker", breaker_failures=10)
-        try:
-            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                          authorization(intent, stage.write_policy()))
-            assert await settled(pool, intent.logical_call_id) == "FAILED"
-        finally:
-            worker.stop()
-    history = await attempts(pool, intent.logical_call_id)
+    intent, history = await against_a_failing_wallet(stage, pool, 3, breaker_failures=10)
     assert [(a["kind"], a["status"]) for a in history] == [("send", "transient")] * 3
     assert (await call_row(pool, intent.logical_call_id))["reason"] == "call_attempt_budget_exhausted"
     for earlier, later in zip(history, history[1:]):
         assert later["started_at"] > earlier["finished_at"]  # a backoff between attempts
-    assert await debits_under(pool, intent.operation_key) == 0
 
 
 async def test_retries_stop_at_the_absolute_run_deadline(stage, pool):
     """A generous attempt budget, a short run: attempts stop before the deadline minus the
     recovery reserve, and no attempt's own deadline reaches past it."""
-    port = free_port()
-    http_wallet(stage, port, max_attempts=100, server_errors="not_applied")
-    wallet_id = await new_wallet(pool, 10_000)
-    intent = debit_intent(wallet_id, 500, deadline_in=6.0)
-    async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
-        worker = dispatcher(stage, "worker", breaker_failures=1000)
-        try:
-            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                          authorization(intent, stage.write_policy()))
-            assert await settled(pool, intent.logical_call_id) == "FAILED"
-        finally:
-            worker.stop()
-    history = await attempts(pool, intent.logical_call_id)
+    intent, history = await against_a_failing_wallet(stage, pool, 100, deadline_in=6.0,
+                                                     breaker_failures=1000)
     cutoff = intent.deadline_at - timedelta(seconds=1.0)  # the stage's recovery reserve
     assert 1 < len(history) < 100
     assert all(attempt["deadline_at"] <= cutoff for attempt in history)
     assert all(attempt["started_at"] < cutoff for attempt in history)
     assert (await call_row(pool, intent.logical_call_id))["reason"] == "run_deadline_passed"
-    assert await debits_under(pool, intent.operation_key) == 0
 
 
 async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stage, pool):
@@ -286,3 +280,15 @@ async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stag
         " AND compensates IS NOT NULL ORDER BY created_at", reserve.run_id)
     assert [(c["tool_name"], c["state"]) for c in compensations] == [
         ("wallet.refund", "SUCCEEDED"), ("inventory.release", "SUCCEEDED")]
+
+
+async def test_an_open_breaker_holds_attempts_back_instead_of_spending_them(stage, pool):
+    """After two failures in a row the wallet's breaker opens for 2 s: the next attempt waits
+    for the cool-down (a probe) rather than following the short backoff."""
+    _, history = await against_a_failing_wallet(stage, pool, 4, breaker_failures=2,
+                                                breaker_cooldown_s=2.0)
+    assert len(history) == 4
+    gaps = [(later["started_at"] - earlier["finished_at"]).total_seconds()
+            for earlier, later in zip(history, history[1:])]
+    assert gaps[0] < 1.5  # closed: only the backoff
+    assert min(gaps[1:]) > 1.8  # open after the second failure, and again after each probe

@@ -16,6 +16,8 @@ from aiokafka import AIOKafkaProducer
 
 from services.dispatcher.settings import DispatcherSettings
 from services.policy.loader import load_policy
+from services.policy.settings import PolicySettings
+from services.proposal_intake.settings import IntakeSettings
 from services.wallet.main import run_wallet
 from services.wallet.settings import WalletSettings
 from shared import capabilities
@@ -43,6 +45,10 @@ class Stage:
     receipts: str = field(default_factory=lambda: unique_topic("effects.receipts"))
     wallet_topic: str = field(default_factory=lambda: unique_topic("effects.wallet"))
     warehouse_topic: str = field(default_factory=lambda: unique_topic("effects.warehouse"))
+    proposals: str = field(default_factory=lambda: unique_topic("agent.proposals"))
+    results: str = field(default_factory=lambda: unique_topic("agent.results"))
+    intake: str = field(default_factory=lambda: unique_topic("ledger.intake"))
+    approvals: str = field(default_factory=lambda: unique_topic("ledger.approvals"))
 
     @property
     def tools_file(self) -> Path:
@@ -76,6 +82,19 @@ class Stage:
             "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
             "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
 
+    def intake_settings(self, **overrides) -> IntakeSettings:
+        """The intake in front of this stage's policy: proposals in, results and intents out."""
+        return IntakeSettings(**{
+            "tools_file": self.tools_file, "proposals_topic": self.proposals,
+            "results_topic": self.results, "intake_topic": self.intake, **overrides})
+
+    def policy_settings(self, **overrides) -> PolicySettings:
+        """The policy between this stage's intake and dispatcher, reading the same files."""
+        return PolicySettings(**{
+            "policy_file": self.policy_file, "tools_file": self.tools_file,
+            "intake_topic": self.intake, "approvals_topic": self.approvals,
+            "authorizations_topic": self.authorizations, "reload_interval_s": 0.2, **overrides})
+
     def dispatcher_env(self, **overrides) -> dict[str, str]:
         """The same settings as environment variables, for a dispatcher run as a process."""
         settings = self.dispatcher_settings(**overrides)
@@ -85,8 +104,12 @@ class Stage:
         return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
                 for name in names}
 
-    async def create_topics(self) -> None:
-        for topic in (self.authorizations, self.receipts, self.wallet_topic, self.warehouse_topic):
+    async def create_topics(self, *, pipeline: bool = False) -> None:
+        """The dispatcher's topics; with ``pipeline`` also the intake's and the policy's."""
+        topics = [self.authorizations, self.receipts, self.wallet_topic, self.warehouse_topic]
+        if pipeline:
+            topics += [self.proposals, self.results, self.intake, self.approvals]
+        for topic in topics:
             await create_topic(self.endpoints.kafka_bootstrap, topic)
 
 

@@ -164,3 +164,10 @@ def test_authority_is_checked_again_at_dispatch(change, expected):
     refusal = refusal_at_dispatch(call, change.get("run", RUN), change.get("policy", StaticPolicy("v1")),
                                   SECRET, change.get("now", NOW))
     assert (refusal.reason if refusal else None) == expected
+
+
+def test_an_irreversible_call_is_not_dispatched_on_a_capability_without_approvals():
+    intent = debit_intent()
+    call = call_of(intent, capability=capability_for(intent))
+    refusal = refusal_at_dispatch(call, RUN, StaticPolicy("v1"), SECRET, NOW, requires_approval=True)
+    assert refusal.reason == "approval_missing"

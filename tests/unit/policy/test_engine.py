@@ -189,3 +189,15 @@ def test_a_decision_names_its_policy_version_and_capability_lifetime():
     chosen = policy(rule(), capability_ttl_seconds=60)
     decision = evaluate(chosen, request(debit()), None)
     assert decision.policy_version == chosen.version and decision.capability_ttl_seconds == 60
+
+
+def test_no_rule_lets_an_irreversible_tool_out_without_approval():
+    """email.send is irreversible (requires_approval in the registry): an allow rule still
+    needs its approvers, and a rule naming none denies."""
+    with_approvers = policy(rule("mail", tools=["email.send"], approval=APPROVAL))
+    waiting = evaluate(with_approvers, request(email()), None)
+    assert (waiting.effect, waiting.approval) == ("require_approval", with_approvers.rules[0].approval)
+    approved = evaluate(with_approvers, request(email(), grant()), None)
+    assert approved.effect == "allow" and len(approved.approvals) == 1
+    without = evaluate(policy(rule("mail", tools=["email.send"])), request(email()), None)
+    assert (without.effect, without.reason) == ("deny", PolicyReason.NO_APPROVERS_FOR_TOOL)

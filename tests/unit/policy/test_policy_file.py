@@ -56,8 +56,8 @@ RULE = "rules:\n  - {name: r, principals: ['*'], tenants: ['*'], tools: ['*'], "
 @pytest.mark.parametrize("text, where", [
     (RULE + "effect: allow, effect: deny}\n", "repeated key 'effect'"),
     (RULE + "effect: allow, max_amount_minr: 5}\n", "rules[0] (r).max_amount_minr"),
-    (RULE + "effect: require_approval}\n", "approval block is required"),
-    (RULE + "effect: allow, approval: {approvers: ['*']}}\n", "approval block is required"),
+    (RULE + "effect: require_approval}\n", "needs an approval block"),
+    (RULE + "effect: deny, approval: {approvers: ['*']}}\n", "a deny rule has no cap and no approval"),
     (RULE + "effect: allow, max_amount_minor: 5}\n", "max_amount_minor and currency"),
     (RULE + "effect: allow, max_amount_minor: 5, currency: eur}\n", "currency"),
     (RULE + "effect: allow, resource_path: 'to[]', resources: ['*']}\n", "one value, not a list"),

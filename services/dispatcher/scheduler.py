@@ -111,13 +111,14 @@ class Scheduler:
     async def _record(self, work: HttpWork, outcome: Outcome) -> None:
         """The outcome of an HTTP attempt, written only if the run is still ours."""
         order, lease = work.order, work.lease
-        dependency = dependency_of(order.tool)
-        if outcome.status in _CONFIRMED or outcome.status == "stale":
-            self._breakers.succeeded(dependency)
-        else:
-            self._breakers.failed(dependency, datetime.now(order.deadline_at.tzinfo))
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
             conn = uow.connection
+            now: datetime = await conn.fetchval("SELECT clock_timestamp()")
+            dependency = dependency_of(order.tool)
+            if outcome.status in _CONFIRMED or outcome.status == "stale":
+                self._breakers.succeeded(dependency)
+            else:
+                self._breakers.failed(dependency, now)
             current = await leases.still_holds(conn, lease)
             if current is None:
                 receipt = {"status": outcome.status, "result": outcome.result,
@@ -126,7 +127,7 @@ class Scheduler:
                 await repo.finish_attempt(conn, order.logical_call_id, order.attempt,
                                           outcome.status, outcome.detail, receipt)
                 call = await repo.call_for_update(conn, order.logical_call_id)
-                due = await conn.fetchval("SELECT clock_timestamp()")
+                due = now
                 if outcome.status == "transient":
                     due += backoff(order.attempt)
                 await repo.postpone(conn, call, due)

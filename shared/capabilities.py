@@ -18,7 +18,7 @@ from shared.contracts.intake import ToolIntent
 from shared.tools.jcs import jcs
 
 _BOUND_FIELDS = ("run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
-                 "tool_name", "tool_version", "arguments_hash")
+                 "tool_name", "tool_version", "arguments_hash", "deadline_at", "run_max_attempts")
 
 
 def sign(claims: dict[str, Any], secret: bytes) -> Capability:
@@ -30,13 +30,19 @@ def sign(claims: dict[str, Any], secret: bytes) -> Capability:
 
 
 def refusal(capability: Capability, intent: ToolIntent, secret: bytes, now: datetime) -> str | None:
-    """Why this capability does not authorize this intent now, or None when it does."""
+    """Why this capability does not authorize this intent now, or None when it does: a valid
+    signature, every identifying field of the intent (its deadline and attempt budget too),
+    the arguments themselves against the signed hash, and nothing expired."""
     claims = capability.model_dump(mode="json", exclude={"signature"})
     if not hmac.compare_digest(capability.signature, _mac(claims, secret)):
         return "capability_signature_invalid"
     for field in _BOUND_FIELDS:
         if str(getattr(capability, field)) != str(getattr(intent, field)):
             return "capability_not_for_this_intent"
+    # The hash is signed; the arguments travel beside it unsigned. What will be sent must be
+    # what was hashed (canonical arguments are their own RFC 8785 form).
+    if hashlib.sha256(jcs(intent.canonical_arguments)).hexdigest() != capability.arguments_hash:
+        return "capability_not_for_this_intent"
     if capability.expires_at <= now:
         return "capability_expired"
     if any(approval.expires_at <= now for approval in capability.approvals):

@@ -44,6 +44,7 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
     """``requires_approval``: the registry's flag for the call's tool; checked here again so
     that no policy file, however written, lets an irreversible call out unapproved."""
     intent = ToolIntent.model_validate(call.intent)
+    issued_under = call.policy_version
     if now >= call.deadline_at:
         return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,
                        f"the deadline {call.deadline_at.isoformat()} has passed")
@@ -58,16 +59,17 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
         if reason := capabilities.refusal(capability, intent, secret, now):
             return Refusal(CallState.DENIED, DispatchReason(reason),
                            f"capability {capability.capability_id}: {reason}")
+        issued_under = capability.policy_version
         if requires_approval and not capability.approvals:
             return Refusal(CallState.DENIED, DispatchReason.APPROVAL_MISSING,
                            f"{call.tool_name} is irreversible: it needs an approval before dispatch")
-    if call.policy_version != policy.current_version():
+    if issued_under != policy.current_version():
         approvals = Capability.model_validate(call.capability).approvals if call.capability else ()
         verdict = policy.evaluate(intent, approvals)
         if verdict == "deny":
             return Refusal(CallState.DENIED, DispatchReason.POLICY_CHANGED_TO_DENY,
                            f"policy {policy.current_version()} denies what "
-                           f"{call.policy_version} allowed")
+                           f"{issued_under} allowed")
         if verdict == "require_approval":
             return Refusal(CallState.DENIED, DispatchReason.POLICY_CHANGED_REQUIRES_APPROVAL,
                            f"policy {policy.current_version()} requires approvals this call "

@@ -2,7 +2,9 @@
 
 After ``threshold`` consecutive failures (no answer, unknown, transient) the dependency is
 open: attempts are postponed, not spent, until ``cooldown`` has passed; then one probe is let
-through (half-open), and its answer closes or re-opens the breaker. Any confirmed answer —
+through (half-open), and its answer closes or re-opens the breaker. A probe whose answer never
+comes back (its step rolled back, its worker lost the run) is replaced by another after a
+further cool-down, so the breaker cannot stay shut for ever. Any confirmed answer —
 applied, rejected, not found — proves the dependency is reachable and closes it.
 
 Per process, not shared: each replica learns a dependency's health from its own attempts,
@@ -19,7 +21,7 @@ from datetime import datetime, timedelta
 class _Circuit:
     failures: int = 0
     open_until: datetime | None = None
-    probing: bool = False
+    probe_sent_at: datetime | None = None
 
 
 @dataclass
@@ -35,9 +37,9 @@ class Breakers:
             return None
         if now < circuit.open_until:
             return circuit.open_until
-        if circuit.probing:
-            return now + self.cooldown
-        circuit.probing = True
+        if circuit.probe_sent_at is not None and now < circuit.probe_sent_at + self.cooldown:
+            return circuit.probe_sent_at + self.cooldown
+        circuit.probe_sent_at = now
         return None
 
     def succeeded(self, dependency: str) -> None:
@@ -46,7 +48,7 @@ class Breakers:
     def failed(self, dependency: str, now: datetime) -> None:
         circuit = self._circuits.setdefault(dependency, _Circuit())
         circuit.failures += 1
-        circuit.probing = False
+        circuit.probe_sent_at = None
         if circuit.failures >= self.threshold:
             circuit.open_until = now + self.cooldown
 

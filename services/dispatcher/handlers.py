@@ -50,19 +50,23 @@ class DispatcherInbox:
                               intent.run_max_attempts or self._settings.default_run_attempts)
         if await repo.insert_call(conn, intent=intent.model_dump(mode="json"),
                                   capability=authorization.capability.model_dump(mode="json"),
-                                  policy_version=authorization.policy_version, deadline_at=deadline):
+                                  policy_version=authorization.capability.policy_version,
+                                  deadline_at=deadline):
             await repo.wake(conn, intent.logical_call_id)
 
     async def _answered(self, uow: UnitOfWork, receipt: EffectReceipt) -> None:
         conn = uow.connection
-        detail = f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else "")
-        recorded = await repo.finish_attempt(conn, receipt.logical_call_id, receipt.attempt,
-                                             receipt.status, detail, receipt.model_dump(mode="json"))
-        if not recorded:
-            log.info("receipt for %s attempt %d: already answered or not ours", receipt.operation_key,
+        call = await repo.call_for_update(conn, receipt.logical_call_id)  # call first, as a step
+        if call is None or call.operation_key != receipt.operation_key:
+            log.info("receipt for %s attempt %d: not one of our calls", receipt.operation_key,
                      receipt.attempt)
             return
-        call = await repo.call_for_update(conn, receipt.logical_call_id)
+        detail = f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else "")
+        if not await repo.finish_attempt(conn, receipt.logical_call_id, receipt.attempt,
+                                         receipt.status, detail, receipt.model_dump(mode="json")):
+            log.info("receipt for %s attempt %d: already answered", receipt.operation_key,
+                     receipt.attempt)
+            return
         if (tool := self._stepper.tool_of(call)) is not None:
             self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
         await repo.wake(conn, receipt.logical_call_id)

@@ -53,6 +53,13 @@ async def hold(conn: asyncpg.Connection, run_id: str, worker_id: str, ttl_s: flo
     return Lease(run_id, worker_id, row["fence"], expires_at, taken_over)
 
 
+async def cover(conn: asyncpg.Connection, lease: Lease, until: datetime) -> None:
+    """Keep the lease at least until ``until`` (an HTTP attempt's deadline): a call in flight
+    must not look abandoned to another worker while its answer can still come back."""
+    await conn.execute(f"UPDATE {SCHEMA}.leases SET expires_at = greatest(expires_at, $3)"
+                       " WHERE run_id = $1 AND fence = $2", lease.run_id, lease.fence, until)
+
+
 async def still_holds(conn: asyncpg.Connection, lease: Lease) -> int | None:
     """Lock the lease row; return None if ``lease`` is still the run's, else the current fence."""
     row = await conn.fetchrow(f"SELECT owner_id, fence FROM {SCHEMA}.leases WHERE run_id = $1 "

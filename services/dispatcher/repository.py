@@ -65,6 +65,7 @@ class Attempt:
     status: str | None
     detail: str | None
     receipt: dict[str, Any] | None
+    finished_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,15 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
                       capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
                       compensates: uuid.UUID | None = None,
                       state: CallState = CallState.AUTHORIZED) -> bool:
-    """A new call, due at once; False if this logical call is already known (a redelivery)."""
+    """A new call, due at once; False if this logical call is already known (a redelivery).
+    Another call under the same operation key is not a redelivery: it raises UniqueViolation
+    (the consumer dead-letters it, visibly) instead of vanishing."""
     inserted = await conn.fetchval(
         f"INSERT INTO {SCHEMA}.calls (logical_call_id, run_id, operation_key, tool_name,"
         " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
         " capability, policy_version, state, version, deadline_at, next_action_at, compensates)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb, $12, $13, 1,"
-        " $14, now(), $15) ON CONFLICT DO NOTHING RETURNING true",
+        " $14, now(), $15) ON CONFLICT (logical_call_id) DO NOTHING RETURNING true",
         uuid.UUID(str(intent["logical_call_id"])), intent["run_id"], intent["operation_key"],
         intent["tool_name"], intent["tool_version"], intent["arguments_hash"],
         json.dumps(intent["canonical_arguments"]), intent["principal_id"], intent["tenant_id"],
@@ -125,14 +128,14 @@ async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) 
 async def run_for_update(conn: asyncpg.Connection, run_id: str) -> Run:
     row = await conn.fetchrow(
         f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
-        f" work_until FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+        f" work_until FROM {SCHEMA}.runs WHERE run_id = $1 FOR NO KEY UPDATE", run_id)
     return Run(**row)
 
 
 async def attempts_of(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> list[Attempt]:
     rows = await conn.fetch(
-        f"SELECT attempt, kind, fence, worker_id, started_at, deadline_at, status, detail, receipt"
-        f" FROM {SCHEMA}.attempts WHERE logical_call_id = $1 ORDER BY attempt", logical_call_id)
+        f"SELECT attempt, kind, fence, worker_id, started_at, deadline_at, status, detail, receipt,"
+        f" finished_at FROM {SCHEMA}.attempts WHERE logical_call_id = $1 ORDER BY attempt", logical_call_id)
     return [Attempt(**{**row, "receipt": json.loads(row["receipt"]) if row["receipt"] else None})
             for row in rows]
 

@@ -26,7 +26,7 @@ from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.db.wakeup import Wakeup
 from shared.errors import is_retryable
-from shared.retry import backoff_delay
+from shared.retry import backoff_delay, dependency_backoff
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ CRASH_POINTS = {
     "compensation_requested": "dispatcher.mid_compensation",
 }
 _CONFIRMED = frozenset({"applied", "rejected", "not_found"})
+RECORD_PATIENCE_S = 30.0
 
 
 class Scheduler:
@@ -106,10 +107,14 @@ class Scheduler:
         await faults.hit("dispatcher.before_send")  # a slow or paused worker, for fencing tests
         outcome = await self._http.perform(work.order)
         await faults.hit("dispatcher.after_send_before_record")
-        await self._record(work, outcome)
+        # A database hiccup must not throw a known answer away: it would turn into UNKNOWN.
+        async for attempt in dependency_backoff(give_up_after_s=RECORD_PATIENCE_S):
+            with attempt:
+                await self._record(work, outcome)
 
     async def _record(self, work: HttpWork, outcome: Outcome) -> None:
-        """The outcome of an HTTP attempt, written only if the run is still ours."""
+        """The outcome of an HTTP attempt, written only if the run is still ours. Locks the
+        call before the lease, in the same order as a step, so the two cannot deadlock."""
         order, lease = work.order, work.lease
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
             conn = uow.connection
@@ -119,20 +124,18 @@ class Scheduler:
                 self._breakers.succeeded(dependency)
             else:
                 self._breakers.failed(dependency, now)
+            call = await repo.call_for_update(conn, order.logical_call_id)
             current = await leases.still_holds(conn, lease)
             if current is None:
                 receipt = {"status": outcome.status, "result": outcome.result,
                            "reason": outcome.reason, "receipt_id": outcome.receipt_id,
                            "replayed": outcome.replayed}
-                await repo.finish_attempt(conn, order.logical_call_id, order.attempt,
-                                          outcome.status, outcome.detail, receipt)
-                call = await repo.call_for_update(conn, order.logical_call_id)
-                due = now
-                if outcome.status == "transient":
-                    due += backoff(order.attempt)
-                await repo.postpone(conn, call, due)
-                await conn.execute(f"SELECT pg_notify('{repo.NOTIFY_CHANNEL}', '')")
-                await uow.commit()
+                if await repo.finish_attempt(conn, order.logical_call_id, order.attempt,
+                                             outcome.status, outcome.detail, receipt):
+                    due = now + backoff(order.attempt) if outcome.status == "transient" else now
+                    await repo.postpone(conn, call, due)
+                    await conn.execute(f"SELECT pg_notify('{repo.NOTIFY_CHANNEL}', '')")
+                    await uow.commit()
                 return
         log.warning("run %s: fence %d is stale (now %s); %s of attempt %d not recorded",
                     lease.run_id, lease.fence, current, outcome.status, order.attempt)

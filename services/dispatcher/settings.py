@@ -42,8 +42,15 @@ class DispatcherSettings(BaseSettings):
     min_attempt_s: float = Field(default=0.2, gt=0)
     """An attempt with less time than this is not started (it could only time out)."""
     lookup_timeout_s: float = Field(default=5.0, gt=0)
-    max_lookups: int = Field(default=3, ge=1)
+    max_lookups: int = Field(default=5, ge=1)
     """Reconciliation budget: lookups without an answer before a person is asked."""
+    lookup_backoff_s: float = Field(default=1.0, gt=0)
+    """Pause after the first unanswered lookup, doubled after each one."""
+    clock_skew_grace_s: float = Field(default=1.0, ge=0)
+    """Reconciliation waits this long past the last attempt's deadline: the downstream checks
+    deadlines with its own clock."""
+    reconciliation_window_s: float = Field(default=300.0, gt=0)
+    """How long past an UNKNOWN outcome (even past the run deadline) its run keeps an owner."""
     compensation_window_s: float = Field(default=600.0, gt=0)
     """A compensation's own deadline, from when it is requested."""
     breaker_failures: int = Field(default=5, ge=1)

@@ -21,17 +21,16 @@ The rules that make a lost response safe:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from services.dispatcher import events, metrics, repository as repo
+from services.dispatcher import events, leases, metrics, repository as repo
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView, Refusal, refusal_at_dispatch
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.compensations import NoCompensation, compensation_intent
-from services.dispatcher.leases import Lease
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted
@@ -50,6 +49,8 @@ log = logging.getLogger(__name__)
 S = CallState
 
 AfterCommit = Literal["intent_recorded", "sent", "compensation_requested"]
+DEADLINE_PASSED = "deadline_passed"
+"""A downstream's refusal of a request that arrived after its deadline, key left unsettled."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class HttpWork:
     """An HTTP attempt recorded in the step's transaction, to perform after its commit."""
 
     order: Order
-    lease: Lease
+    lease: leases.Lease
 
 
 @dataclass
@@ -65,7 +66,7 @@ class _Step:
     uow: UnitOfWork
     call: Call
     run: Run
-    lease: Lease
+    lease: leases.Lease
     tool: ToolSpec
     attempts: list[Attempt]
     now: datetime
@@ -111,7 +112,8 @@ class Stepper:
         except Rejection:
             return None
 
-    async def step(self, uow: UnitOfWork, call: Call, lease: Lease, now: datetime) -> StepReport:
+    async def step(self, uow: UnitOfWork, call: Call, lease: leases.Lease,
+                   now: datetime) -> StepReport:
         conn = uow.connection
         run = await repo.run_for_update(conn, call.run_id)
         tool = self.tool_of(call)
@@ -191,7 +193,7 @@ class Stepper:
         number = call.attempts + 1
         await repo.insert_attempt(step.conn, call, number, kind, lease.fence, lease.owner_id, deadline)
         attempt = Attempt(number, kind, lease.fence, lease.owner_id, step.now, deadline, None, None,
-                          None)
+                          None, None)
         version = await self._move(step, to, next_action_at=deadline)
         events.call_event(step.uow, TOOL_ATTEMPT_STARTED, call, lease, state=to, version=version,
                           attempt=attempt, detail=f"until {deadline.isoformat()}")
@@ -201,6 +203,7 @@ class Stepper:
                       canonical_arguments=call.canonical_arguments, attempt=number,
                       fence=lease.fence, deadline_at=deadline)
         if step.tool.adapter == "http":
+            await leases.cover(step.conn, lease, deadline)
             step.after.append(HttpWork(order, lease))
         else:
             kafka.request(step.uow, order, self._settings.reply_topic)
@@ -209,23 +212,28 @@ class Stepper:
     async def _after_attempt(self, step: _Step) -> None:
         latest = step.latest
         if latest.status is None:
-            if await self._timed_out(step, latest):
+            if await self._record_if_unanswerable(step, latest):
                 await self._mark_unknown(step, latest)
             return
+        reason = (latest.receipt or {}).get("reason")
         if latest.status == "applied":
             await self._succeed(step, latest, reconciled=False)
-        elif latest.status == "rejected":
+        elif latest.status == "rejected" and reason == DEADLINE_PASSED:
+            # Delivered after its own deadline and refused unsettled: nothing was applied, and
+            # the run may still have time for another attempt under the same key.
+            await self._send(step, to=S.DISPATCHING)
+        elif latest.status in ("rejected", "refused"):
             await self._fail(step, latest, DispatchReason.REJECTED_BY_TOOL,
-                             f"{latest.detail}: {(latest.receipt or {}).get('reason')}")
+                             f"{latest.detail}: {reason}")
         elif latest.status == "transient":  # confirmed not applied; its backoff has passed
             await self._send(step, to=S.DISPATCHING)
         else:  # unknown, stale, or an answer that does not fit a send
             await self._mark_unknown(step, latest)
 
-    async def _timed_out(self, step: _Step, latest: Attempt) -> bool:
-        """Record an unanswered attempt as unknown once its answer can no longer come: its
-        deadline passed, or it was an HTTP call whose worker lost the run (the response lived
-        only in that worker's memory). Otherwise wait for the answer."""
+    async def _record_if_unanswerable(self, step: _Step, latest: Attempt) -> bool:
+        """True after recording an unanswered attempt as unknown, once its answer can no longer
+        come: its deadline passed, or it was an HTTP call whose worker lost the run (the
+        response lived only in that worker's memory). Otherwise postpone to its deadline."""
         lost = step.tool.adapter == "http" and latest.fence < step.lease.fence
         if not lost and step.now < latest.deadline_at:
             await repo.postpone(step.conn, step.call, latest.deadline_at)
@@ -235,13 +243,23 @@ class Stepper:
         await repo.finish_attempt(step.conn, step.call.logical_call_id, latest.attempt, "unknown",
                                   detail, None)
         self._breakers.failed(dependency_of(step.tool), step.now)
-        step.attempts[-1] = Attempt(**{**latest.__dict__, "status": "unknown", "detail": detail})
+        step.attempts[-1] = replace(latest, status="unknown", detail=detail,
+                                    finished_at=step.now)
         return True
 
     async def _mark_unknown(self, step: _Step, latest: Attempt) -> None:
-        """Never FAILED after a lost response: nobody knows yet, and the record says so."""
+        """Never FAILED after a lost response: nobody knows yet, and the record says so.
+
+        Reconciliation starts only once every earlier attempt's deadline has passed, plus a
+        grace for the downstream's clock, so that no request still in flight can land after a
+        lookup said "not found". The run's work is extended by the reconciliation window: its
+        owner keeps a lease to finish recovery even past the run deadline."""
+        settings = self._settings
         last_deadline = max(attempt.deadline_at for attempt in step.attempts)
-        version = await self._move(step, S.UNKNOWN, next_action_at=max(step.now, last_deadline))
+        not_before = last_deadline + timedelta(seconds=settings.clock_skew_grace_s)
+        await repo.extend_work(step.conn, step.call.run_id,
+                               step.now + timedelta(seconds=settings.reconciliation_window_s))
+        version = await self._move(step, S.UNKNOWN, next_action_at=max(step.now, not_before))
         events.call_event(step.uow, TOOL_OUTCOME_MARKED_UNKNOWN, step.call, step.lease,
                           state=S.UNKNOWN, version=version, attempt=latest, detail=latest.detail)
         step.count(metrics.OUTCOME_UNKNOWN)
@@ -257,6 +275,8 @@ class Stepper:
             if call.lookups >= self._settings.max_lookups:
                 await self._manual(step, DispatchReason.RECONCILIATION_BUDGET_EXHAUSTED,
                                    f"{call.lookups} lookups went unanswered")
+            elif (wait_until := self._lookup_not_before(step)) is not None:
+                await repo.postpone(step.conn, call, wait_until)
             else:
                 deadline = step.now + timedelta(seconds=self._settings.lookup_timeout_s)
                 await self._attempt(step, "lookup", deadline, S.RECONCILING)
@@ -265,12 +285,35 @@ class Stepper:
         else:
             await self._send(step, to=S.RECONCILING)
 
+    def _lookup_not_before(self, step: _Step) -> datetime | None:
+        """Lookups back off (1, 2, 4 … × the base, from the last one's end) and wait for the
+        dependency's breaker, so a downstream that is down for a while does not exhaust the
+        reconciliation budget in a second."""
+        lookups = [attempt for attempt in step.attempts if attempt.kind == "lookup"]
+        not_before = step.now
+        if lookups:
+            last = lookups[-1]
+            pause = self._settings.lookup_backoff_s * 2 ** (len(lookups) - 1)
+            not_before = (last.finished_at or last.deadline_at) + timedelta(seconds=pause)
+        closed_at = self._breakers.closed_at(dependency_of(step.tool), step.now)
+        later = max(not_before, closed_at or step.now)
+        return later if later > step.now else None
+
     def _replay_refusal(self, step: _Step) -> str | None:
         """A replay under the same key is safe only while the downstream still remembers it."""
         retry = step.tool.retry
         first = next(attempt for attempt in step.attempts if attempt.kind == "send")
         if not retry.replay_safe:
             return "the tool does not deduplicate a resend"
+        return self._forgotten(step, first)
+
+    def _forgotten(self, step: _Step, first: Attempt) -> str | None:
+        """Why a resend under the key could be a new effect (the downstream may have forgotten
+        the key by the time it arrives), or None. A tool that declares no retention keeps
+        keys for ever."""
+        retry = step.tool.retry
+        if retry.key_retention_seconds is None:
+            return None
         remembered_until = first.started_at + timedelta(seconds=retry.key_retention_seconds)
         if step.now + timedelta(seconds=retry.attempt_timeout_seconds) >= remembered_until:
             return (f"the downstream forgets the key at {remembered_until.isoformat()}: a resend "
@@ -280,7 +323,7 @@ class Stepper:
     async def _after_reconciliation(self, step: _Step) -> None:
         latest = step.latest
         if latest.status is None:
-            if await self._timed_out(step, latest):
+            if await self._record_if_unanswerable(step, latest):
                 await self._reconcile(step)
             return
         if latest.status == "applied":
@@ -288,9 +331,14 @@ class Stepper:
         elif latest.status == "rejected":
             await self._fail(step, latest, DispatchReason.REJECTED_BY_TOOL,
                              f"reconciled: {(latest.receipt or {}).get('reason')}", reconciled=True)
-        elif latest.status == "not_found":
-            await self._send(step, to=S.DISPATCHING)  # confirmed: nothing was applied
-        else:
+        elif latest.status == "not_found":  # confirmed: nothing was applied under the key
+            first = next(attempt for attempt in step.attempts if attempt.kind == "send")
+            if (forgotten := self._forgotten(step, first)) is not None:
+                await self._manual(step, DispatchReason.NO_RECONCILIATION_PATH,
+                                   f"not found, but {forgotten}")
+            else:
+                await self._send(step, to=S.DISPATCHING)
+        else:  # unknown, stale, refused, transient: no evidence yet
             await self._reconcile(step)
 
     # -- endings --------------------------------------------------------------------------
@@ -345,8 +393,8 @@ class Stepper:
                           state=S.MANUAL_REVIEW, version=version, attempt=step.latest,
                           reason=reason, detail=f"{detail}. Evidence: {evidence or 'no attempts'}")
         step.count(metrics.MANUAL_REVIEW)
-        if step.call.compensates is not None:
-            await self._compensation_settled(step, S.COMPENSATION_FAILED, reason)
+        # A compensation whose outcome nobody knows leaves its original COMPENSATING: calling
+        # it failed could make a person compensate twice. The saga waits for the repair.
 
     async def _unknown_tool(self, step: _Step) -> None:
         """The registry no longer declares the tool (a redeploy removed it)."""
@@ -432,6 +480,10 @@ class Stepper:
             compensating = self._registry.resolve(ref.name, ref.version)
         except Rejection as rejection:
             raise NoCompensation(DispatchReason.UNKNOWN_TOOL, rejection.message) from None
+        if compensating.requires_approval:
+            raise NoCompensation(DispatchReason.APPROVAL_MISSING,
+                                 f"{compensating.name} needs a person's approval; a saga cannot "
+                                 "give it")
         intent = compensation_intent(original, compensating, tool.compensation_arguments, deadline)
         if self._policy.evaluate(intent) != "allow":
             raise NoCompensation(DispatchReason.COMPENSATION_NOT_AUTHORIZED,

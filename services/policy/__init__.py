@@ -7,10 +7,11 @@ What other services may import (pure code and the file watcher; no database, no 
   ``await watcher.watch()`` reloads until cancelled.
 - ``evaluate(policy, Request.of(intent, tool, now, approvals), usage) -> Decision``; pass
   ``usage=None`` to skip rate and velocity limits (they were counted at the first decision).
+- ``repair_rule(policy, operator_id, intent, outcome)``: may this operator settle this call by hand?
 """
 
 from services.policy.document import Policy
-from services.policy.engine import Decision, Request, evaluate
+from services.policy.engine import Decision, Request, evaluate, repair_rule
 from services.policy.limits import LimitUsage, Usage
 from services.policy.loader import PolicyError, load_policy, parse_policy
 from services.policy.watcher import PolicyWatcher
@@ -26,4 +27,5 @@ __all__ = [
     "evaluate",
     "load_policy",
     "parse_policy",
+    "repair_rule",
 ]

@@ -30,6 +30,7 @@ def issue(decision_id: uuid.UUID, intent: ToolIntent, decision: Decision, now: d
         logical_call_id=intent.logical_call_id, operation_key=intent.operation_key,
         principal_id=intent.principal_id, tenant_id=intent.tenant_id, tool_name=intent.tool_name,
         tool_version=intent.tool_version, arguments_hash=intent.arguments_hash,
+        deadline_at=intent.deadline_at, run_max_attempts=intent.run_max_attempts,
         policy_version=decision.policy_version, approvals=decision.approvals,
         limits=decision.limits, issued_at=now, expires_at=min(ends), signature=_UNSIGNED)
     # Signed over the model's own JSON form, the form the dispatcher re-derives when it checks.

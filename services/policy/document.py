@@ -99,17 +99,33 @@ class Limit(_Frozen):
         return self
 
 
+class RepairRule(_Frozen):
+    """Who may settle a call by hand when reconciliation could not (an UNKNOWN or MANUAL_REVIEW
+    outcome), in which tenants, for which tools, to which outcomes. The call's own principal
+    never may: the agent cannot vouch for its own effect."""
+
+    name: str = Field(min_length=1, max_length=100)
+    operators: Patterns = Field(min_length=1)
+    tenants: Patterns = Field(min_length=1)
+    tools: Patterns = Field(min_length=1)
+    outcomes: tuple[Literal["succeeded", "failed"], ...] = Field(
+        default=("succeeded", "failed"), min_length=1)
+
+
 class Policy(_Frozen):
     capability_ttl_seconds: int = Field(default=300, gt=0, le=DAY)
     rules: tuple[Rule, ...] = Field(description="Evaluated in order; the first match decides.")
     limits: tuple[Limit, ...] = ()
+    repairs: tuple[RepairRule, ...] = Field(default=(), description=(
+        "Manual repairs operators may make; none by default."))
 
     _version: str = PrivateAttr()
 
     @model_validator(mode="after")
     def _names_unique(self) -> Policy:
         for kind, names in (("rule", [r.name for r in self.rules]),
-                            ("limit", [limit.name for limit in self.limits])):
+                            ("limit", [limit.name for limit in self.limits]),
+                            ("repair", [repair.name for repair in self.repairs])):
             repeated = sorted({name for name in names if names.count(name) > 1})
             if repeated:
                 raise ValueError(f"{kind} names repeat: {', '.join(repeated)}")

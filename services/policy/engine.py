@@ -153,3 +153,13 @@ def _window(limit: Limit, used: LimitUsage) -> dict[str, Any]:
 
 def _any(patterns: tuple[str, ...], value: str) -> bool:
     return any(fnmatchcase(value, pattern) for pattern in patterns)
+
+
+def repair_rule(policy: Policy, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
+    """The name of the repair rule letting ``operator_id`` settle this call as ``outcome``, or
+    None. Pure, like ``evaluate``; the dispatcher asks it before applying a manual repair."""
+    if operator_id == intent.principal_id:
+        return None
+    return next((repair.name for repair in policy.repairs
+                 if _any(repair.operators, operator_id) and _any(repair.tenants, intent.tenant_id)
+                 and _any(repair.tools, intent.tool_name) and outcome in repair.outcomes), None)

@@ -49,6 +49,9 @@ class Capability(_Contract):
     tool_name: str
     tool_version: str
     arguments_hash: str
+    deadline_at: AwareDatetime | None = Field(description="The intent's run deadline, signed so "
+                                             "that no copy of the intent can stretch it.")
+    run_max_attempts: int | None = Field(description="The run's attempt budget, signed likewise.")
     policy_version: str
     approvals: tuple[GrantedApproval, ...] = ()
     limits: dict[str, Any] = Field(default_factory=dict, description="The limits the decision "

@@ -63,6 +63,9 @@ class ProposalOutcome(_Contract):
         "Id of the agent's record on agent.proposals (shared.contracts.proposals."
         "proposal_record_id): tells apart answers to two sends that reuse a call id."))
     provider: str | None = None
+    tenant_id: str | None = Field(default=None, description="The proposal's tenant; null when "
+                                  "the message was refused before it could be read.")
+    principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
     logical_call_id: uuid.UUID | None = None
     operation_key: str | None = None
     tool_name: str | None = None

@@ -26,10 +26,12 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EffectLookupRequested, EffectReceipt,
                                               EffectRequested)
 from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
+from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
+from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
 from shared.messaging.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
                                      LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
-                                     LEDGER_INTAKE)
+                                     LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://intentledger.dev/schemas/"
@@ -55,11 +57,17 @@ def proposals_schema() -> dict[str, Any]:
 
 
 def results_schema() -> dict[str, Any]:
-    """Outbound to agents: every outcome's payload is a ProposalOutcome."""
-    return _enveloped(AGENT_RESULTS, "The intake's answer to one proposed tool call; pair it "
-                                     "with the call by `payload.call_id`, never by position.",
-                      [ProposalOutcome], [_payload_is("ProposalOutcome"),
-                                          *map(_outcome_agrees, OUTCOME_OF)])
+    """Outbound to agents: the intake's outcomes (ProposalOutcome), then the projection's
+    ToolCallSettled once the call settles."""
+    return _enveloped(AGENT_RESULTS, "The intake's answer to one proposed tool call, and later "
+                                     "the call's settled outcome; pair them with the call by "
+                                     "`payload.call_id`, never by position.",
+                      [ProposalOutcome, ToolCallSettled],
+                      [{"if": _event_type_is(TOOL_CALL_SETTLED),
+                        "then": _payload_is("ToolCallSettled"),
+                        "else": _payload_is("ProposalOutcome")},
+                       *map(_outcome_agrees, OUTCOME_OF)],
+                      event_types=[*OUTCOME_OF, TOOL_CALL_SETTLED])
 
 
 def ledger_intake_schema() -> dict[str, Any]:
@@ -82,6 +90,14 @@ def approvals_schema() -> dict[str, Any]:
                               "properties": {"decision": {"const": decision}}}}}}
                           for kind, decision in decisions.items())],
                       event_types=list(decisions))
+
+
+def resolutions_schema() -> dict[str, Any]:
+    """Inbound from operators: a manual repair of a call reconciliation could not settle."""
+    return _enveloped(LEDGER_RESOLUTIONS, "An operator settles by hand, with evidence, a call "
+                                          "left UNKNOWN or in MANUAL_REVIEW.",
+                      [Resolution], [_payload_is("Resolution")],
+                      event_types=[RESOLUTION_REQUESTED])
 
 
 def authorizations_schema() -> dict[str, Any]:

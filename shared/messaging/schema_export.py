@@ -17,7 +17,7 @@ from pathlib import Path
 
 from shared.contracts.effect_requests import EFFECT_RECEIPTS
 from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
-                                               authorizations_schema, dispatch_schema,
+                                               authorizations_schema, dispatch_schema, resolutions_schema,
                                                effect_receipts_schema,
                                                effect_requests_schema, effects_schema, identified,
                                                ledger_intake_schema, proposals_schema,
@@ -54,6 +54,7 @@ GENERATED: dict[str, Callable[[], dict]] = {
     "ledger.approvals.schema.json": approvals_schema,
     "ledger.authorizations.schema.json": authorizations_schema,
     "ledger.dispatch.schema.json": dispatch_schema,
+    "ledger.resolutions.schema.json": resolutions_schema,
     "ledger.effects.schema.json": effects_schema,
     f"{EFFECT_REQUESTS}.schema.json": effect_requests_schema,
     f"{EFFECT_RECEIPTS}.schema.json": effect_receipts_schema,

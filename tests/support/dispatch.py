@@ -4,6 +4,7 @@ back from the downstream's own tables and the dispatcher's records."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,7 @@ from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
 from shared.contracts.intake import ToolIntent
 from shared.messaging.envelope import Envelope
+from shared.tools.jcs import jcs
 from tests.conftest import ROOT
 from tests.support.kafka import create_topic, unique_topic, wait_for
 
@@ -121,8 +123,8 @@ def debit_intent(wallet_id: str, amount_minor: int = 4000, *, run_id: str | None
     return ToolIntent(
         run_id=run_id or f"run-{uuid.uuid4().hex[:10]}", provider="generic",
         provider_call_id=f"call-{uuid.uuid4().hex[:8]}", logical_call_id=uuid.uuid4(),
-        operation_key=key, tool_name=tool, tool_version="1", arguments_hash=uuid.uuid4().hex * 2,
-        canonical_arguments=arguments, principal_id="agent-7", tenant_id="acme",
+        operation_key=key, tool_name=tool, tool_version="1",
+        arguments_hash=hashlib.sha256(jcs(arguments)).hexdigest(), canonical_arguments=arguments, principal_id="agent-7", tenant_id="acme",
         deadline_at=datetime.now(UTC) + timedelta(seconds=deadline_in),
         run_max_attempts=run_max_attempts)
 
@@ -138,7 +140,8 @@ def authorization(intent: ToolIntent, policy_version: str, *, expires_in: float 
         "capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
         **bound.model_dump(mode="json", include={"run_id", "logical_call_id", "operation_key",
                                                  "principal_id", "tenant_id", "tool_name",
-                                                 "tool_version", "arguments_hash"}),
+                                                 "tool_version", "arguments_hash", "deadline_at",
+                                                 "run_max_attempts"}),
         "policy_version": policy_version,
         "approvals": [approval.model_dump(mode="json") for approval in approvals],
         "limits": {}, "issued_at": now.isoformat(),

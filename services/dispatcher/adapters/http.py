@@ -21,11 +21,11 @@ timeout, reset or disconnect once connected           unknown
 2xx carrying a receipt ``applied`` for our key        applied (result, receipt_id, replayed)
 2xx with a body over the size limit                   applied, result None (it did happen)
 2xx with anything else                                unknown
-404 to a lookup                                       not_found
-409                                                   stale
-422                                                   rejected, the receipt's reason (or http_422)
+404 + a ``not_found`` receipt for our key (lookup)    not_found
+409 + a ``stale`` receipt for our key                 stale
+422 + a ``rejected`` receipt for our key              rejected, the receipt's reason
 408, 429                                              transient: the server says it did not act
-other 4xx                                             rejected, reason ``http_<code>``
+any other 4xx (no receipt: a gateway, a router)       refused, reason ``http_<code>``
 5xx                                                   transient if the tool's
                                                       ``retry.server_errors`` is ``not_applied``,
                                                       else unknown
@@ -120,18 +120,20 @@ def classify(order: Order, status: int, body: bytes | None, *, replayed: bool) -
     if body is None:
         return Outcome("unknown", f"{detail}; response over size limit")
     receipt = _receipt(body)
-    reason = receipt.reason if receipt else None
-    if status == 404 and order.kind == "lookup":
-        return Outcome("not_found", detail)
-    if status == 409:
-        return Outcome("stale", detail, reason=reason)
+    if receipt is not None and receipt.operation_key != order.operation_key:
+        receipt = None
+    answered = {404: "not_found", 409: "stale", 422: "rejected"}.get(status)
+    if answered and receipt is not None and receipt.status == answered and (
+            answered != "not_found" or order.kind == "lookup"):
+        return Outcome(answered, detail, reason=receipt.reason, replayed=receipt.replayed,
+                       receipt_id=_receipt_id(receipt))
     if status in NOT_PROCESSED:
         return Outcome("transient", detail)
     if 400 <= status < 500:
-        if status != 422 or receipt is None:
-            return Outcome("rejected", detail, reason=f"http_{status}")
-        return Outcome("rejected", detail, reason=reason or f"http_{status}",
-                       replayed=receipt.replayed, receipt_id=_receipt_id(receipt))
+        # A proxy, an auth gateway or a router can answer 4xx too: without the downstream's
+        # receipt this proves only that this request was refused, not what the key came to.
+        return Outcome("refused", f"{detail} without the downstream's receipt",
+                       reason=f"http_{status}")
     if status >= 500 and order.tool.retry.server_errors == "not_applied":
         return Outcome("transient", f"{detail}; the tool declares 5xx not applied")
     return Outcome("unknown", detail)
@@ -192,7 +194,8 @@ def _url(order: Order) -> URL:
 
 
 def _headers(order: Order) -> dict[str, str]:
-    headers = {"Intentledger-Run-Id": order.run_id, "Intentledger-Fence": str(order.fence),
+    headers = {"Cache-Control": "no-store",  # an answer about a key is never a cached one
+               "Intentledger-Run-Id": order.run_id, "Intentledger-Fence": str(order.fence),
                "Intentledger-Attempt": str(order.attempt),
                "Intentledger-Logical-Call-Id": str(order.logical_call_id)}
     if order.kind == "send":

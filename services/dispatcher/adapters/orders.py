@@ -14,14 +14,17 @@ from typing import Any, Literal
 
 from shared.tools import ToolSpec
 
-OutcomeStatus = Literal["applied", "rejected", "not_found", "stale", "transient", "unknown"]
+OutcomeStatus = Literal["applied", "rejected", "not_found", "stale", "transient", "refused",
+                        "unknown"]
 """
 - ``applied``: confirmed, the effect exists (``replayed`` if an earlier request made it);
-- ``rejected``: confirmed, nothing was applied (``reason`` says why), terminal;
-- ``not_found``: a lookup's answer: the key was never settled downstream;
-- ``stale``: the downstream refused our fence: another worker owns the run now;
+- ``rejected``: the downstream's receipt: nothing was applied (``reason`` says why), terminal;
+- ``not_found``: the downstream's receipt to a lookup: the key was never settled there;
+- ``stale``: the downstream's receipt: it has seen a newer fence for this run;
 - ``transient``: confirmed nothing applied, may be retried (connection refused, or a 5xx
   the tool's contract declares ``not_applied``);
+- ``refused``: a 4xx without the downstream's receipt (a gateway, a router, a malformed
+  request): this request was refused, but it says nothing of what earlier ones came to;
 - ``unknown``: the request may or may not have taken effect (timeout, reset after sending,
   5xx under an ``unknown`` contract): reconcile, never assume failure.
 """

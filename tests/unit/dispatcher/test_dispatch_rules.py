@@ -3,6 +3,7 @@ validation, compensation intents and authority at dispatch."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ from shared import capabilities
 from shared.contracts.dispatch import CallState as S
 from shared.contracts.intake import ToolIntent
 from shared.tools import load_registry
+from shared.tools.jcs import jcs
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -65,6 +67,16 @@ def test_a_breaker_opens_after_consecutive_failures_and_lets_one_probe_through()
     assert breakers.closed_at("wallet", later) is None
 
 
+def test_a_probe_that_never_answers_is_replaced_after_another_cool_down():
+    breakers = Breakers(threshold=1, cooldown=timedelta(seconds=5))
+    breakers.failed("wallet", NOW)
+    probe_at = NOW + timedelta(seconds=5)
+    assert breakers.closed_at("wallet", probe_at) is None  # the probe, whose answer is lost
+    assert breakers.closed_at("wallet", probe_at + timedelta(seconds=1)) == probe_at + timedelta(
+        seconds=5)
+    assert breakers.closed_at("wallet", probe_at + timedelta(seconds=5)) is None  # a new probe
+
+
 def test_a_result_is_validated_and_only_declared_fields_are_promoted():
     debit = REGISTRY.resolve("wallet.debit", "1")
     result, problem = parsed_result(debit, {"debit_id": "d-1", "balance_minor": 6000,
@@ -85,12 +97,19 @@ def call_of(intent: ToolIntent, *, capability=None, result=None, compensates=Non
                 compensates, NOW)
 
 
+ARGUMENTS = {"wallet_id": "tenant/acme/w-1", "amount": 4000, "currency": "EUR"}
+
+
+def hash_of(arguments: dict) -> str:
+    return hashlib.sha256(jcs(arguments)).hexdigest()
+
+
 def debit_intent(**changes) -> ToolIntent:
     return ToolIntent(**{
         "run_id": "run-1", "provider": "openai", "provider_call_id": "call_1",
         "logical_call_id": uuid.uuid4(), "operation_key": "acme:caller_stated:k1",
-        "tool_name": "wallet.debit", "tool_version": "1", "arguments_hash": "a" * 64,
-        "canonical_arguments": {"wallet_id": "tenant/acme/w-1", "amount": 4000, "currency": "EUR"},
+        "tool_name": "wallet.debit", "tool_version": "1", "arguments_hash": hash_of(ARGUMENTS),
+        "canonical_arguments": ARGUMENTS,
         "principal_id": "agent-7", "tenant_id": "acme", "deadline_at": NOW + timedelta(hours=1),
         **changes})
 
@@ -132,7 +151,8 @@ def capability_for(intent: ToolIntent, *, expires_in: float = 300, version: str 
     claims = {"capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
               **intent.model_dump(mode="json", include={
                   "run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
-                  "tool_name", "tool_version", "arguments_hash"}),
+                  "tool_name", "tool_version", "arguments_hash", "deadline_at",
+                  "run_max_attempts"}),
               "policy_version": version, "issued_at": NOW.isoformat(),
               "expires_at": (NOW + timedelta(seconds=expires_in)).isoformat()}
     return capabilities.sign(claims, SECRET).model_dump(mode="json")
@@ -145,6 +165,8 @@ RUN = Run("run-1", NOW + timedelta(hours=1), 5, 0, None, None, NOW + timedelta(h
     ({}, None),
     ({"capability": "tampered"}, "capability_signature_invalid"),
     ({"capability": "other-intent"}, "capability_not_for_this_intent"),
+    ({"arguments": {**ARGUMENTS, "amount": 9_900_000}}, "capability_not_for_this_intent"),
+    ({"deadline": NOW + timedelta(days=7)}, "capability_not_for_this_intent"),
     ({"capability": "expired"}, "capability_expired"),
     ({"policy": StaticPolicy("v2", "deny")}, "policy_changed_to_deny"),
     ({"policy": StaticPolicy("v2", "require_approval")}, "policy_changed_requires_approval"),
@@ -160,6 +182,10 @@ def test_authority_is_checked_again_at_dispatch(change, expected):
         capability["arguments_hash"] = "b" * 64
     if change.get("capability") == "other-intent":
         capability = capability_for(debit_intent(operation_key="acme:caller_stated:k2"))
+    if "arguments" in change:  # the same signed hash, other arguments beside it
+        intent = intent.model_copy(update={"canonical_arguments": change["arguments"]})
+    if "deadline" in change:  # a copy of the intent that stretches the run's deadline
+        intent = intent.model_copy(update={"deadline_at": change["deadline"]})
     call = call_of(intent, capability=capability)
     refusal = refusal_at_dispatch(call, change.get("run", RUN), change.get("policy", StaticPolicy("v1")),
                                   SECRET, change.get("now", NOW))

@@ -201,3 +201,20 @@ def test_no_rule_lets_an_irreversible_tool_out_without_approval():
     assert approved.effect == "allow" and len(approved.approvals) == 1
     without = evaluate(policy(rule("mail", tools=["email.send"])), request(email()), None)
     assert (without.effect, without.reason) == ("deny", PolicyReason.NO_APPROVERS_FOR_TOOL)
+
+
+def test_only_a_named_operator_other_than_the_requester_may_repair_a_call():
+    from services.policy import repair_rule
+
+    repairs = policy(rule(), repairs=({"name": "ops", "operators": ["operator:*"],
+                                       "tenants": ["acme"], "tools": ["wallet.*"],
+                                       "outcomes": ["succeeded"]},))
+    call = debit()
+    assert repair_rule(repairs, "operator:dana", call, "succeeded") == "ops"
+    assert repair_rule(repairs, "operator:dana", call, "failed") is None
+    assert repair_rule(repairs, "agent-9", call, "succeeded") is None
+    anyone = policy(rule(), repairs=({"name": "any", "operators": ["*"], "tenants": ["*"],
+                                      "tools": ["*"]},))
+    assert repair_rule(anyone, "agent-9", call, "failed") == "any"
+    assert repair_rule(anyone, call.principal_id, call, "failed") is None  # never the requester
+    assert repair_rule(policy(rule()), "operator:dana", call, "succeeded") is None

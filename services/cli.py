@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
 
     serve = commands.add_parser("serve", help="run one service in the foreground")
     serve.add_argument("service", choices=["relay", "proposal-intake", "policy",
-                                           "dispatcher", "wallet", "warehouse"])
+                                           "dispatcher", "wallet", "warehouse", "query",
+                                           "projection"])
     serve.add_argument("--log-level", default="INFO")
 
     commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
@@ -49,8 +50,27 @@ def main(argv: list[str] | None = None) -> int:
         decide.add_argument("logical_call_id", type=uuid.UUID)
         decide.add_argument("--approver", required=True, help="who decides (never the requester)")
         decide.add_argument("--reason")
+    resolve = commands.add_parser("resolve", help="settle by hand, with evidence, a call left "
+                                                 "UNKNOWN or in MANUAL_REVIEW")
+    resolve.add_argument("logical_call_id", type=uuid.UUID)
+    resolve.add_argument("--outcome", required=True, choices=["succeeded", "failed"])
+    resolve.add_argument("--operator", required=True, help="who repairs (named by the policy's "
+                                                           "repairs; never the call's principal)")
+    resolve.add_argument("--reason", required=True)
+    resolve.add_argument("--evidence", required=True, help="what you checked downstream")
+    resolve.add_argument("--receipt", help="the downstream's id of the effect (succeeded)")
+    resolve.add_argument("--result", type=json.loads, help="the result fields as JSON (succeeded)")
+    resolve.add_argument("--timeout", type=float, default=60.0)
     approve.add_argument("--ttl-seconds", type=float, default=900.0,
                          help="how long the grant stays valid")
+
+    replay = commands.add_parser("replay", help="rebuild the read models from the event history "
+                                 "and compare projection hashes")
+    replay.add_argument("--run", help="one run (default: every run)")
+    replay.add_argument("--verify", action="store_true",
+                        help="exit 1 and print the first differing record on a mismatch")
+
+    _operator_commands(commands)
 
     args = parser.parse_args(argv)
     settings = Settings()
@@ -86,6 +106,14 @@ def main(argv: list[str] | None = None) -> int:
             from services.wallet.main import run_wallet
 
             asyncio.run(run_wallet(settings))
+        elif args.service == "projection":
+            from services.projection.main import run_projection
+
+            asyncio.run(run_projection(settings))
+        elif args.service == "query":
+            from services.query.main import run_query
+
+            asyncio.run(run_query(settings))
         else:
             from services.warehouse.main import run_warehouse
 
@@ -104,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_propose(settings, args))
     if args.command in ("approve", "reject"):
         return asyncio.run(_decide(settings, args))
+    if args.command == "resolve":
+        return asyncio.run(_resolve(settings, args))
+    if args.command in ("runs", "unknown", "dlq"):
+        return asyncio.run(_operator(settings, args))
+    if args.command == "replay":
+        from services.projection.replay_cli import replay_command
+
+        return asyncio.run(replay_command(settings.endpoints, args.run, verify=args.verify))
     return 2
 
 
@@ -132,6 +168,75 @@ async def _decide(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(published, indent=2))
     return 0
+
+
+async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from services.dispatcher.resolve_cli import Repair, UnknownCall, resolve
+
+    repair = Repair(args.logical_call_id, args.outcome, args.operator, args.reason, args.evidence,
+                    args.receipt, args.result)
+    try:
+        verdict = await resolve(settings.endpoints, repair, timeout_s=args.timeout)
+    except (UnknownCall, ValidationError) as refusal:
+        print(f"intentledger: {refusal}", file=sys.stderr)
+        return 2
+    print(json.dumps(verdict, indent=2))
+    return 0 if verdict["status"] == "applied" else 1
+
+
+def _operator_commands(commands: argparse._SubParsersAction) -> None:
+    """``runs``, ``unknown`` and ``dlq``: what an operator reads and repairs (services/query/cli.py)."""
+    runs = commands.add_parser("runs", help="list runs, or show one with its calls and timeline")
+    runs_action = runs.add_subparsers(dest="action", required=True)
+    runs_list = runs_action.add_parser("list", help="runs, ordered by run id")
+    runs_list.add_argument("--tenant")
+    runs_list.add_argument("--state", action="append", default=[], help="repeat for several")
+    runs_show = runs_action.add_parser("show", help="a run, its calls and its timeline")
+    runs_show.add_argument("run_id")
+    unknown = commands.add_parser("unknown", help="the UNKNOWN queue, oldest first, with ages")
+    unknown.add_argument("action", choices=["list"])
+    unknown.add_argument("--tenant")
+    dlq = commands.add_parser("dlq", help="dead letters of every service schema")
+    dlq_action = dlq.add_subparsers(dest="action", required=True)
+    dlq_list = dlq_action.add_parser("list", help="dead letters, oldest first")
+    dlq_list.add_argument("--schema", help="one service schema")
+    dlq_list.add_argument("--topic", help="records consumed from this topic")
+    dlq_replay = dlq_action.add_parser("replay", help="re-publish one to its topic")
+    dlq_replay.add_argument("schema")
+    dlq_replay.add_argument("id", type=int)
+    dlq_replay.add_argument("--force", action="store_true", help="replay again if replayed before")
+    for listing in (runs_list, unknown, dlq_list):
+        listing.add_argument("--limit", type=int, default=50)
+        listing.add_argument("--after", help="the cursor printed after the previous page")
+    for reading in (runs_list, runs_show, unknown, dlq_list):
+        reading.add_argument("--json", action="store_true", help="JSON for scripts")
+
+
+async def _operator(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from services.query import cli
+    from services.query.errors import QueryError
+    from services.query.filters import CallFilters, DeadLetterFilters, RunFilters
+
+    if (args.command, args.action) == ("runs", "show"):
+        return await cli.runs_show(settings, args.run_id, args.json)
+    if (args.command, args.action) == ("dlq", "replay"):
+        return await cli.dlq_replay(settings, args.schema, args.id, args.force)
+    page = {"limit": args.limit, "after": args.after}
+    try:
+        if args.command == "runs":
+            filters = RunFilters(tenant=args.tenant, state=args.state, **page)
+            return await cli.runs_list(settings, filters, args.json)
+        if args.command == "unknown":
+            return await cli.unknown_list(settings, CallFilters(tenant=args.tenant, **page), args.json)
+        filters = DeadLetterFilters(schema_name=args.schema, topic=args.topic, **page)
+        return await cli.dlq_list(settings, filters, args.json)
+    except (ValidationError, QueryError) as invalid:
+        print(f"intentledger: {invalid}", file=sys.stderr)
+        return 2
 
 
 def _infra(settings: Settings, action: str, purge: bool) -> int:

@@ -31,6 +31,8 @@ class PolicyView(Protocol):
     def evaluate(self, intent: ToolIntent,
                  approvals: tuple[GrantedApproval, ...] = ()) -> Verdict: ...
 
+    def repair_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class Refusal:

@@ -1,7 +1,8 @@
 """What the dispatcher's consumer does with a record: store the fact, wake the scheduler.
 
 No decision is taken here. An authorization becomes a call due at once; a receipt becomes the
-answer of the attempt it names (the first answer counts; a redelivered copy changes nothing).
+answer of the attempt it names (the first answer counts; a redelivered copy changes nothing);
+an operator's repair is kept until the call's next step judges it.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
 consumed the record.
 """
@@ -19,6 +20,7 @@ from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization
 from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED, EffectReceipt
+from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
@@ -40,6 +42,12 @@ class DispatcherInbox:
             await self._authorized(uow, _payload(Authorization, envelope))
         elif envelope.event_type == EFFECT_RECEIPT_ISSUED:
             await self._answered(uow, _payload(EffectReceipt, envelope))
+        elif envelope.event_type == RESOLUTION_REQUESTED:
+            resolution = _payload(Resolution, envelope)
+            await repo.insert_resolution(uow.connection, envelope.event_id,
+                                         resolution.logical_call_id,
+                                         resolution.model_dump(mode="json"))
+            await repo.wake(uow.connection, resolution.logical_call_id, even_if_settled=True)
         # AuthorizationDenied and ApprovalRequested: nothing to dispatch.
 
     async def _authorized(self, uow: UnitOfWork, authorization: Authorization) -> None:

@@ -47,9 +47,10 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                       settings.capability_secret.get_secret_value().encode())
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     service = ConsumerService(
-        name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic),
-        topics=(config.authorizations_topic, config.reply_topic, LEDGER_DISPATCH, LEDGER_EFFECTS,
-                *tool_topics),
+        name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic,
+                                             config.resolutions_topic),
+        topics=(config.authorizations_topic, config.reply_topic, config.resolutions_topic,
+                LEDGER_DISPATCH, LEDGER_EFFECTS, *tool_topics),
         crash_point="dispatcher.after_commit", batch_size=config.batch_size)
 
     @asynccontextmanager

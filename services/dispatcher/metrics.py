@@ -1,5 +1,6 @@
 """Dispatcher metrics (DESIGN.md §8): attempts per logical call (retry amplification), UNKNOWN
-outcomes, reconciliations, manual repairs, compensations, stale writes refused.
+outcomes, reconciliations, calls needing a person, manual repairs, compensations, stale writes
+refused.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
 counts nothing. Exported through OpenTelemetry; ``snapshot`` serves tests and the CLI.
@@ -23,6 +24,7 @@ MANUAL_REVIEW = "manual_review"
 COMPENSATION_SUCCEEDED = "compensations.succeeded"
 COMPENSATION_FAILED = "compensations.failed"
 STALE_WRITE = "stale_writes"
+MANUAL_REPAIR = "manual_repairs"
 
 
 class DispatcherMetrics:
@@ -31,7 +33,7 @@ class DispatcherMetrics:
         self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, LOGICAL_CALL, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
-                                       COMPENSATION_FAILED, STALE_WRITE)}
+                                       COMPENSATION_FAILED, STALE_WRITE, MANUAL_REPAIR)}
         _meter.create_observable_gauge("dispatcher.retry_amplification", unit="1",
                                        callbacks=[self._observe_amplification])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from services.dispatcher.authority import Verdict
-from services.policy.engine import Request, evaluate
+from services.policy.engine import Request, evaluate, repair_rule
 from services.policy.watcher import PolicyWatcher
 from shared.contracts.authorizations import GrantedApproval
 from shared.contracts.intake import ToolIntent
@@ -26,3 +26,6 @@ class PolicyFile:
         tool = self._registry.resolve(intent.tool_name, intent.tool_version)
         request = Request.of(intent, tool, datetime.now(UTC), approvals)
         return evaluate(self.watcher.current, request, usage=None).effect
+
+    def repair_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
+        return repair_rule(self.watcher.current, operator_id, intent, outcome)

@@ -168,10 +168,13 @@ async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, a
     return bool(updated)
 
 
-async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> None:
-    """Make the call due now and wake the schedulers (NOTIFY is delivered at commit)."""
+async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
+               even_if_settled: bool = False) -> None:
+    """Make the call due now and wake the schedulers (NOTIFY is delivered at commit). A call
+    waiting for nothing stays asleep unless a repair (``even_if_settled``) concerns it."""
     await conn.execute(f"UPDATE {SCHEMA}.calls SET next_action_at = now()"
-                       " WHERE logical_call_id = $1 AND next_action_at IS NOT NULL", logical_call_id)
+                       " WHERE logical_call_id = $1 AND (next_action_at IS NOT NULL OR $2)",
+                       logical_call_id, even_if_settled)
     await conn.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')")
 
 
@@ -233,3 +236,28 @@ async def unsent_calls(conn: asyncpg.Connection, run_id: str) -> list[Call]:
         f"SELECT * FROM {SCHEMA}.calls WHERE run_id = $1 AND state IN ('AUTHORIZED',"
         " 'INTENT_RECORDED') AND compensates IS NULL FOR UPDATE SKIP LOCKED", run_id)
     return [Call.of(row) for row in rows]
+
+
+async def insert_resolution(conn: asyncpg.Connection, event_id: uuid.UUID,
+                            logical_call_id: uuid.UUID, request: dict[str, Any]) -> None:
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.resolutions (event_id, logical_call_id, request)"
+        " VALUES ($1, $2, $3::jsonb) ON CONFLICT (event_id) DO NOTHING",
+        event_id, logical_call_id, json.dumps(request))
+
+
+async def pending_resolution(conn: asyncpg.Connection,
+                             logical_call_id: uuid.UUID) -> tuple[uuid.UUID, dict[str, Any]] | None:
+    """The oldest repair not yet concluded for this call, locked."""
+    row = await conn.fetchrow(
+        f"SELECT event_id, request FROM {SCHEMA}.resolutions WHERE logical_call_id = $1"
+        " AND status = 'pending' ORDER BY received_at, event_id LIMIT 1 FOR UPDATE",
+        logical_call_id)
+    return (row["event_id"], json.loads(row["request"])) if row else None
+
+
+async def conclude_resolution(conn: asyncpg.Connection, event_id: uuid.UUID, status: str,
+                              reason: str | None) -> None:
+    await conn.execute(
+        f"UPDATE {SCHEMA}.resolutions SET status = $2, reason = $3, concluded_at = now()"
+        " WHERE event_id = $1", event_id, status, reason)

@@ -11,7 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contracts.effect_requests import EFFECT_RECEIPTS
-from shared.messaging.topics import LEDGER_AUTHORIZATIONS
+from shared.messaging.topics import LEDGER_AUTHORIZATIONS, LEDGER_RESOLUTIONS
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -32,6 +32,8 @@ class DispatcherSettings(BaseSettings):
     policy_reload_interval_s: float = Field(default=2.0, gt=0)
     worker_id: str = Field(default_factory=_worker_id)
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
+    resolutions_topic: str = LEDGER_RESOLUTIONS
+    """Operators' manual repairs (``intentledger resolve``)."""
     reply_topic: str = EFFECT_RECEIPTS
     """Named in every Kafka effect request; downstreams answer there."""
     lease_ttl_s: float = Field(default=10.0, gt=0)

@@ -2,7 +2,8 @@
 
 UNKNOWN is reachable only from DISPATCHING or RECONCILING and leaves only through
 reconciliation: there is no edge from UNKNOWN to FAILED, so a lost response can never be
-recorded as a failure without evidence.
+recorded as a failure without evidence. MANUAL_REVIEW leaves only through an operator's
+repair, which carries the operator's identity and evidence.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ CALL_TRANSITIONS = Transitions({
                     S.EXPIRED},
     S.UNKNOWN: {S.RECONCILING, S.MANUAL_REVIEW},
     S.RECONCILING: {S.RECONCILING, S.DISPATCHING, S.SUCCEEDED, S.FAILED, S.MANUAL_REVIEW},
+    S.MANUAL_REVIEW: {S.SUCCEEDED, S.FAILED},  # only by an operator's repair, with evidence
     S.SUCCEEDED: {S.COMPENSATING},
     S.COMPENSATING: {S.COMPENSATED, S.COMPENSATION_FAILED},
 })

@@ -37,10 +37,12 @@ from services.dispatcher.retry_budget import attempt_deadline, attempts_exhauste
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared.contracts.intake import ToolIntent
+from shared.contracts.resolutions import Resolution
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
                                        DISPATCH_INTENT_RECORDED, DISPATCH_REFUSED,
                                        MANUAL_REVIEW_REQUIRED, RUN_ABORTED, TOOL_ATTEMPT_STARTED,
                                        TOOL_EFFECT_RECONCILED, TOOL_OUTCOME_MARKED_UNKNOWN,
+                                       TOOL_OUTCOME_RESOLVED,
                                        TOOL_RESULT_RECORDED, CallState, DispatchReason)
 from shared.db.unit_of_work import UnitOfWork
 from shared.tools import Rejection, ToolRegistry, ToolSpec
@@ -119,6 +121,9 @@ class Stepper:
         tool = self.tool_of(call)
         step = _Step(uow, call, run, lease, tool, await repo.attempts_of(conn, call.logical_call_id),
                      now, [], [])
+        if (repair := await repo.pending_resolution(conn, call.logical_call_id)) is not None:
+            if await self._repair(step, *repair):
+                return StepReport(step.after, step.observed)
         if tool is None:
             await self._unknown_tool(step)
         elif call.state == S.AUTHORIZED:
@@ -360,10 +365,13 @@ class Stepper:
         events.committed_effect(step.uow, step.call, attempt, result, receipt_id)
         if reconciled:
             step.count(metrics.RECONCILED)
+        await self._after_success(step)
+
+    async def _after_success(self, step: _Step) -> None:
         if step.call.compensates is not None:
             await self._compensation_settled(step, S.COMPENSATED, None)
         else:
-            await self._advance_saga(step)
+            await self._advance_saga(step)  # in an aborted run, this effect is compensated too
 
     async def _fail(self, step: _Step, attempt: Attempt | None, reason: DispatchReason,
                     detail: str, *, reconciled: bool = False) -> None:
@@ -406,6 +414,60 @@ class Stepper:
             await self._manual(step, refusal.reason, refusal.detail)
         else:
             await repo.postpone(step.conn, step.call, None)
+
+    # -- manual repairs -------------------------------------------------------------------
+
+    async def _repair(self, step: _Step, event_id, request: dict) -> bool:
+        """Apply an operator's repair (``shared/contracts/resolutions.py``), or record why not;
+        True when the call was settled by it."""
+        repair = Resolution.model_validate(request)
+        refusal, detail, rule, result = self._repair_refusal(step, repair)
+        if refusal is not None:
+            await repo.conclude_resolution(step.conn, event_id, "refused", f"{refusal}: {detail}")
+            log.warning("repair of %s by %s refused: %s", step.call.logical_call_id,
+                        repair.operator_id, detail)
+            return False
+        succeeded = repair.outcome == "succeeded"
+        to = S.SUCCEEDED if succeeded else S.FAILED
+        reason = DispatchReason.RESOLVED_BY_OPERATOR
+        version = await self._move(step, to, next_action_at=None, reason=reason, result=result,
+                                   receipt_id=repair.receipt_id,
+                                   succeeded_at=step.now if succeeded else None)
+        events.call_event(step.uow, TOOL_OUTCOME_RESOLVED, step.call, step.lease, state=to,
+                          version=version, attempt=step.latest, reason=reason,
+                          detail=f"{repair.reason} (repair rule {rule})", result=result,
+                          receipt_id=repair.receipt_id, operator_id=repair.operator_id,
+                          evidence=repair.evidence)
+        await repo.conclude_resolution(step.conn, event_id, "applied", None)
+        step.count(metrics.MANUAL_REPAIR)
+        if succeeded:
+            events.committed_effect(step.uow, step.call, step.latest, result, repair.receipt_id)
+            await self._after_success(step)
+        else:
+            await self._after_failure(step, reason, repair.reason)
+        return True
+
+    def _repair_refusal(self, step: _Step, repair: Resolution):
+        """(reason, detail, rule, result): the refusal, or None with the repair rule that
+        allows it and the validated result fields it promotes."""
+        call = step.call
+        if call.state not in (S.RECONCILING, S.MANUAL_REVIEW) or step.latest is None:
+            return (DispatchReason.CALL_NOT_UNRESOLVED, f"the call is {call.state}", None, None)
+        intent = ToolIntent.model_validate(call.intent)
+        rule = self._policy.repair_rule(repair.operator_id, intent, repair.outcome)
+        if rule is None:
+            return (DispatchReason.REPAIR_NOT_AUTHORIZED, f"no repair rule of policy "
+                    f"{self._policy.current_version()} lets {repair.operator_id} settle it as "
+                    f"{repair.outcome}", None, None)
+        if repair.outcome == "failed":
+            return None, None, rule, None
+        if step.tool is None:
+            return (DispatchReason.UNKNOWN_TOOL, "the registry no longer declares the tool whose "
+                    "result would be validated", None, None)
+        result, problem = parsed_result(step.tool, repair.result)
+        if problem is not None:
+            return DispatchReason.RESULT_INVALID, problem, None, None
+        return None, None, rule, result
 
     # -- sagas ----------------------------------------------------------------------------
 

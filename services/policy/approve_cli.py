@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaProducer
 
 from services.policy.repository import decision_of
 from services.policy.settings import PolicySettings
 from shared.config import Endpoints
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
 from shared.messaging.envelope import Envelope
+from shared.messaging.operator_publish import publish
 
 PRODUCER = "intentledger-cli"
 
@@ -55,7 +55,7 @@ async def send_answer(endpoints: Endpoints, answer: Answer, *,
     envelope = Envelope.new(event_type=APPROVAL_GRANTED if answer.granted else APPROVAL_REFUSED,
                             run_id=decision.run_id, producer=PRODUCER,
                             payload=decision.model_dump(mode="json"))
-    await _publish(endpoints.kafka_bootstrap, topic or PolicySettings().approvals_topic, envelope)
+    await publish(endpoints.kafka_bootstrap, topic or PolicySettings().approvals_topic, envelope)
     return envelope.model_dump(mode="json")
 
 
@@ -77,13 +77,3 @@ async def _pending(database_url: str, logical_call_id: uuid.UUID) -> asyncpg.Rec
                                   f"{row['expires_at'].isoformat()}")
     return row
 
-
-async def _publish(bootstrap: str, topic: str, envelope: Envelope) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        await producer.send_and_wait(
-            topic, envelope.value(), key=envelope.run_id.encode(),
-            headers=[(name, value.encode()) for name, value in envelope.headers().items()])
-    finally:
-        await producer.stop()

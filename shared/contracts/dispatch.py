@@ -23,9 +23,11 @@ MANUAL_REVIEW_REQUIRED = "ManualReviewRequired"
 COMPENSATION_REQUESTED = "CompensationRequested"
 COMPENSATION_SETTLED = "CompensationSettled"
 RUN_ABORTED = "RunAborted"
+TOOL_OUTCOME_RESOLVED = "ToolOutcomeResolved"
 DISPATCH_EVENTS = (DISPATCH_INTENT_RECORDED, DISPATCH_REFUSED, TOOL_ATTEMPT_STARTED,
                    TOOL_OUTCOME_MARKED_UNKNOWN, TOOL_EFFECT_RECONCILED, TOOL_RESULT_RECORDED,
-                   MANUAL_REVIEW_REQUIRED, COMPENSATION_REQUESTED, COMPENSATION_SETTLED, RUN_ABORTED)
+                   MANUAL_REVIEW_REQUIRED, COMPENSATION_REQUESTED, COMPENSATION_SETTLED, RUN_ABORTED,
+                   TOOL_OUTCOME_RESOLVED)
 
 
 class CallState(StrEnum):
@@ -67,6 +69,9 @@ class DispatchReason(StrEnum):
     RECONCILIATION_BUDGET_EXHAUSTED = "reconciliation_budget_exhausted"
     COMPENSATION_NOT_AUTHORIZED = "compensation_not_authorized"
     COMPENSATION_ARGUMENTS_MISSING = "compensation_arguments_missing"
+    RESOLVED_BY_OPERATOR = "resolved_by_operator"
+    REPAIR_NOT_AUTHORIZED = "repair_not_authorized"
+    CALL_NOT_UNRESOLVED = "call_not_unresolved"
 
 
 class CallEvent(BaseModel):
@@ -91,4 +96,6 @@ class CallEvent(BaseModel):
     receipt_id: str | None = None
     result: dict[str, Any] | None = Field(default=None, description="Validated fields only.")
     compensates: uuid.UUID | None = None
+    operator_id: str | None = Field(default=None, description="Who repaired it by hand.")
+    evidence: str | None = Field(default=None, description="What the operator checked.")
     at: AwareDatetime

@@ -129,6 +129,12 @@ _DISPATCH_REASON = {
     "compensation_not_authorized": "the policy in force does not allow the compensating call",
     "compensation_arguments_missing": "the compensating call's arguments cannot be built from "
                                       "the original call's arguments and result",
+    "resolved_by_operator": "an operator settled the call by hand, with evidence (the event "
+                            "names them)",
+    "repair_not_authorized": "the policy's repairs do not let this operator settle this call "
+                             "this way (and never the call's own principal)",
+    "call_not_unresolved": "a manual repair arrived for a call that is not RECONCILING or in "
+                           "MANUAL_REVIEW",
 }
 
 SOURCES: tuple[tuple[type[StrEnum], dict[str, str]], ...] = (

@@ -5,22 +5,26 @@ debits exist) and the dispatcher's records (state, attempts), never a return cod
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import pytest
 
 from services.dispatcher import metrics
 from services.dispatcher.main import run_dispatcher
 from services.dispatcher.metrics import DispatcherMetrics
+from services.dispatcher.resolve_cli import Repair, resolve
 from services.registry import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
-from tests.support.dispatch import (DENY_DEBITS, Stage, attempts, authorization, call_row,
-                                    debit_intent, park_other_tests_calls, publish,
-                                    running_wallet_on, settled)
+from shared.messaging.operator_publish import publish
+from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization, call_row,
+                                    debit_intent, park_other_tests_calls, running_wallet_on,
+                                    settled)
 from tests.support.wallet import balance, debits_under, new_wallet
 
 pytestmark = pytest.mark.infra
@@ -141,6 +145,50 @@ async def test_no_replay_once_the_downstream_may_have_forgotten_the_key(stage, p
     assert await debits_under(pool, intent.operation_key) == 1
     assert [a["kind"] for a in await attempts(pool, intent.logical_call_id)] == ["send"]
     assert (await call_row(pool, intent.logical_call_id))["reason"] == "no_reconciliation_path"
+
+
+async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage, pool):
+    """MANUAL_REVIEW leaves only through a repair the policy allows: the requester's own is
+    refused, an operator's is applied as ToolOutcomeResolved naming them and their evidence,
+    and the effect is on ledger.effects like any other."""
+    wallet_id = await new_wallet(pool, 10_000)
+    stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
+    intent = debit_intent(wallet_id, 1000)
+    repairs = {**ALLOW_ALL, "repairs": [{"name": "ops", "operators": ["operator:*"],
+                                         "tenants": ["acme"], "tools": ["wallet.*"]}]}
+    async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
+        await authorize(stage, intent, version=stage.write_policy(repairs))
+        assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
+        recorded = await lookup_receipt(pool, intent.operation_key)
+        receipt_id = recorded["receipt_id"]
+        repair = partial(Repair, intent.logical_call_id, "succeeded", reason="lookups were off",
+                         evidence=f"wallet statement: receipt {receipt_id}", receipt_id=receipt_id,
+                         result=recorded["result"])
+        own = await resolve(stage.endpoints, repair(operator_id=intent.principal_id),
+                            topic=stage.resolutions)
+        assert (own["status"], own["state"]) == ("refused", "MANUAL_REVIEW")
+        assert own["reason"].startswith("repair_not_authorized")
+        applied = await resolve(stage.endpoints, repair(operator_id="operator:dana"),
+                                topic=stage.resolutions)
+        assert (applied["status"], applied["state"]) == ("applied", "SUCCEEDED")
+    assert await debits_under(pool, intent.operation_key) == 1
+    [resolved] = await pool.fetch(
+        "SELECT envelope->'payload' AS event FROM dispatcher.outbox WHERE topic = 'ledger.dispatch'"
+        " AND envelope->>'event_type' = 'ToolOutcomeResolved'"
+        " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id))
+    event = json.loads(resolved["event"])
+    assert (event["operator_id"], event["state"]) == ("operator:dana", "SUCCEEDED")
+    assert receipt_id in event["evidence"]
+    effects = await pool.fetchval(
+        "SELECT count(*) FROM dispatcher.outbox WHERE topic = 'ledger.effects'"
+        " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id))
+    assert effects == 1
+
+
+async def lookup_receipt(pool, operation_key: str) -> dict:
+    """What the wallet recorded for the key: what an operator reads off the downstream."""
+    return json.loads(await pool.fetchval(
+        "SELECT response FROM wallet.idempotency_keys WHERE operation_key = $1", operation_key))
 
 
 @pytest.mark.parametrize("case", ["expired_capability", "capability_for_other_arguments",

@@ -20,9 +20,10 @@ from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
+from shared.messaging.operator_publish import publish
 from tests.support.dispatch import (Stage, attempts, authorization, call_row, call_state,
-                                    debit_intent, park_other_tests_calls, publish,
-                                    running_wallet_on, settled)
+                                    debit_intent, park_other_tests_calls, running_wallet_on,
+                                    settled)
 from tests.support.kafka import wait_for
 from tests.support.processes import ServiceProcess
 from tests.support.wallet import balance, debits_under, new_wallet

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
-from aiokafka import AIOKafkaProducer
 
 from services.dispatcher.settings import DispatcherSettings
 from services.policy.loader import load_policy
@@ -45,6 +44,7 @@ class Stage:
     endpoints: Endpoints
     authorizations: str = field(default_factory=lambda: unique_topic("ledger.authorizations"))
     receipts: str = field(default_factory=lambda: unique_topic("effects.receipts"))
+    resolutions: str = field(default_factory=lambda: unique_topic("ledger.resolutions"))
     wallet_topic: str = field(default_factory=lambda: unique_topic("effects.wallet"))
     warehouse_topic: str = field(default_factory=lambda: unique_topic("effects.warehouse"))
     proposals: str = field(default_factory=lambda: unique_topic("agent.proposals"))
@@ -81,6 +81,7 @@ class Stage:
         return DispatcherSettings(**{
             "tools_file": self.tools_file, "policy_file": self.policy_file,
             "authorizations_topic": self.authorizations, "reply_topic": self.receipts,
+            "resolutions_topic": self.resolutions,
             "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
             "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
 
@@ -101,6 +102,7 @@ class Stage:
         """The same settings as environment variables, for a dispatcher run as a process."""
         settings = self.dispatcher_settings(**overrides)
         names = ("tools_file", "policy_file", "authorizations_topic", "reply_topic",
+                 "resolutions_topic",
                  "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
                  "scan_interval_s", "lookup_timeout_s", *overrides)
         return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
@@ -108,7 +110,8 @@ class Stage:
 
     async def create_topics(self, *, pipeline: bool = False) -> None:
         """The dispatcher's topics; with ``pipeline`` also the intake's and the policy's."""
-        topics = [self.authorizations, self.receipts, self.wallet_topic, self.warehouse_topic]
+        topics = [self.authorizations, self.receipts, self.resolutions, self.wallet_topic,
+                  self.warehouse_topic]
         if pipeline:
             topics += [self.proposals, self.results, self.intake, self.approvals]
         for topic in topics:
@@ -158,18 +161,6 @@ async def park_other_tests_calls(pool) -> None:
     unfinished (its services stopped mid-way) must not be picked up by this test's dispatcher."""
     await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
                        " WHERE next_action_at IS NOT NULL")
-
-
-async def publish(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for envelope in envelopes:
-            await producer.send_and_wait(
-                topic, envelope.value(), key=envelope.run_id.encode(),
-                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
-    finally:
-        await producer.stop()
 
 
 async def call_state(pool, logical_call_id: uuid.UUID) -> str | None:

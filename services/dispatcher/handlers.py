@@ -39,7 +39,7 @@ class DispatcherInbox:
 
     async def __call__(self, uow: UnitOfWork, envelope: Envelope) -> None:
         if envelope.event_type == AUTHORIZATION_ALLOWED:
-            await self._authorized(uow, _payload(Authorization, envelope))
+            await self._authorized(uow, _payload(Authorization, envelope), envelope.traceparent)
         elif envelope.event_type == EFFECT_RECEIPT_ISSUED:
             await self._answered(uow, _payload(EffectReceipt, envelope))
         elif envelope.event_type == RESOLUTION_REQUESTED:
@@ -50,7 +50,8 @@ class DispatcherInbox:
             await repo.wake(uow.connection, resolution.logical_call_id, even_if_settled=True)
         # AuthorizationDenied and ApprovalRequested: nothing to dispatch.
 
-    async def _authorized(self, uow: UnitOfWork, authorization: Authorization) -> None:
+    async def _authorized(self, uow: UnitOfWork, authorization: Authorization,
+                          traceparent: str | None) -> None:
         intent = authorization.intent
         deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
         conn = uow.connection
@@ -59,7 +60,7 @@ class DispatcherInbox:
         if await repo.insert_call(conn, intent=intent.model_dump(mode="json"),
                                   capability=authorization.capability.model_dump(mode="json"),
                                   policy_version=authorization.capability.policy_version,
-                                  deadline_at=deadline):
+                                  deadline_at=deadline, traceparent=traceparent):
             await repo.wake(conn, intent.logical_call_id)
 
     async def _answered(self, uow: UnitOfWork, receipt: EffectReceipt) -> None:

@@ -41,6 +41,7 @@ class Call:
     receipt_id: str | None
     compensates: uuid.UUID | None
     succeeded_at: datetime | None
+    traceparent: str | None
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> Call:
@@ -89,7 +90,7 @@ async def insert_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, prin
 
 async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
                       capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
-                      compensates: uuid.UUID | None = None,
+                      compensates: uuid.UUID | None = None, traceparent: str | None = None,
                       state: CallState = CallState.AUTHORIZED) -> bool:
     """A new call, due at once; False if this logical call is already known (a redelivery).
     Another call under the same operation key is not a redelivery: it raises UniqueViolation
@@ -97,14 +98,14 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
     inserted = await conn.fetchval(
         f"INSERT INTO {SCHEMA}.calls (logical_call_id, run_id, operation_key, tool_name,"
         " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
-        " capability, policy_version, state, version, deadline_at, next_action_at, compensates)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb, $12, $13, 1,"
-        " $14, now(), $15) ON CONFLICT (logical_call_id) DO NOTHING RETURNING true",
+        " capability, policy_version, state, version, deadline_at, next_action_at, compensates,"
+        " traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb,"
+        " $12, $13, 1, $14, now(), $15, $16) ON CONFLICT (logical_call_id) DO NOTHING RETURNING true",
         uuid.UUID(str(intent["logical_call_id"])), intent["run_id"], intent["operation_key"],
         intent["tool_name"], intent["tool_version"], intent["arguments_hash"],
         json.dumps(intent["canonical_arguments"]), intent["principal_id"], intent["tenant_id"],
         json.dumps(intent), json.dumps(capability) if capability is not None else None,
-        policy_version, state, deadline_at, compensates)
+        policy_version, state, deadline_at, compensates, traceparent)
     return bool(inserted)
 
 

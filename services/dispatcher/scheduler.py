@@ -27,6 +27,7 @@ from shared.db.unit_of_work import UnitOfWork
 from shared.db.wakeup import Wakeup
 from shared.errors import is_retryable
 from shared.retry import backoff_delay, dependency_backoff
+from shared.tracing import continuing
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,10 @@ class Scheduler:
             if lease.taken_over_from:
                 log.warning("took run %s over from %s (fence %d)", call.run_id,
                             lease.taken_over_from, lease.fence)
-            report = await self._stepper.step(uow, call, lease, now)
+            with continuing(call.traceparent, f"dispatch {call.tool_name}",
+                            **{"intentledger.logical_call_id": str(call.logical_call_id),
+                               "intentledger.state": str(call.state)}):
+                report = await self._stepper.step(uow, call, lease, now)
             await uow.commit()
         for metric, tool in report.observed:
             self._counted.add(metric, tool)
@@ -105,7 +109,8 @@ class Scheduler:
 
     async def _perform(self, work: HttpWork) -> None:
         await faults.hit("dispatcher.before_send")  # a slow or paused worker, for fencing tests
-        outcome = await self._http.perform(work.order)
+        with continuing(work.traceparent, f"{work.order.kind} {work.order.tool.name}"):
+            outcome = await self._http.perform(work.order)
         await faults.hit("dispatcher.after_send_before_record")
         # A database hiccup must not throw a known answer away: it would turn into UNKNOWN.
         async for attempt in dependency_backoff(give_up_after_s=RECORD_PATIENCE_S):

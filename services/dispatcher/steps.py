@@ -46,6 +46,7 @@ from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETT
                                        TOOL_RESULT_RECORDED, CallState, DispatchReason)
 from shared.db.unit_of_work import UnitOfWork
 from shared.tools import Rejection, ToolRegistry, ToolSpec
+from shared.tracing import current_traceparent
 
 log = logging.getLogger(__name__)
 S = CallState
@@ -61,6 +62,7 @@ class HttpWork:
 
     order: Order
     lease: leases.Lease
+    traceparent: str | None
 
 
 @dataclass
@@ -209,7 +211,7 @@ class Stepper:
                       fence=lease.fence, deadline_at=deadline)
         if step.tool.adapter == "http":
             await leases.cover(step.conn, lease, deadline)
-            step.after.append(HttpWork(order, lease))
+            step.after.append(HttpWork(order, lease, call.traceparent))
         else:
             kafka.request(step.uow, order, self._settings.reply_topic)
             step.after.append("sent")
@@ -512,7 +514,8 @@ class Stepper:
             if not await repo.insert_call(step.conn, intent=intent.model_dump(mode="json"),
                                           capability=None,
                                           policy_version=self._policy.current_version(),
-                                          deadline_at=deadline, compensates=original.logical_call_id):
+                                          deadline_at=deadline, compensates=original.logical_call_id,
+                                          traceparent=current_traceparent()):
                 raise NoCompensation(DispatchReason.COMPENSATION_NOT_AUTHORIZED,
                                      f"operation key {intent.operation_key} already names a call")
         except NoCompensation as problem:

@@ -38,12 +38,16 @@ class RawProposal:
 
     event_id: uuid.UUID
     value: bytes
+    traceparent: str | None = None
+    """The agent's W3C trace context, from the record's ``traceparent`` header if it sent one."""
 
 
 def decode_raw(record: ConsumerRecord) -> RawProposal:
     value = record.value or b""
+    traceparent = next((raw.decode(errors="replace") for name, raw in record.headers or ()
+                        if name == "traceparent"), None)
     return RawProposal(proposal_record_id(record.topic, record.partition, record.offset,
-                                          record.timestamp, value), value)
+                                          record.timestamp, value), value, traceparent)
 
 
 class Intake:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 from services.wallet.answers import Lookup, answer, answer_lookup
 from shared import faults
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
+from shared.tracing import continuing
 
 log = logging.getLogger(__name__)
 POOL = web.AppKey("pool", asyncpg.Pool)
@@ -66,8 +67,15 @@ async def serving(pool: asyncpg.Pool, host: str, port: int) -> AsyncIterator[Non
         await runner.cleanup()
 
 
+@web.middleware
+async def _traced(request: web.Request, handler) -> web.StreamResponse:
+    """Each request continues the caller's trace (its ``traceparent`` header)."""
+    with continuing(request.headers.get("traceparent"), f"{request.method} {request.path}"):
+        return await handler(request)
+
+
 def create_app(pool: asyncpg.Pool) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[_traced])
     app[POOL] = pool
     app.router.add_post("/effects", post_effect)
     app.router.add_get("/effects/{operation_key}", get_effect)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from aiokafka import ConsumerRecord
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
 from shared.logs import log_context
+from shared.tracing import continuing
 from shared.messaging.envelope import Envelope, decode
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ class IdempotentConsumer:
                     await self._apply_isolated(uow, record, item, report)
                     fresh.discard(item.event_id)
                 else:
-                    with _logged(item):
+                    with _applying(record, item):
                         await self._handler(uow, item)
                     fresh.discard(item.event_id)  # a second copy in this batch is a duplicate
                     report.applied += 1
@@ -115,7 +117,7 @@ class IdempotentConsumer:
                               envelope: Identified, report: BatchReport) -> None:
         try:
             async with uow.savepoint():
-                with _logged(envelope):
+                with _applying(record, envelope):
                     await self._handler(uow, envelope)
             report.applied += 1
         except Exception as error:
@@ -138,11 +140,17 @@ class IdempotentConsumer:
         report.dead_lettered.append(reason)
 
 
-def _logged(item: Identified):
-    """Every log line a handler writes names the run, the event and the business intent."""
+@contextmanager
+def _applying(record: ConsumerRecord, item: Identified) -> Iterator[None]:
+    """Every log line a handler writes names the run, the event and the business intent, and
+    its work is a span continuing the trace the event carries (so do the events it emits)."""
     payload = getattr(item, "payload", None) or {}
-    return log_context(run_id=getattr(item, "run_id", None), event_id=item.event_id,
-                       operation_key=payload.get("operation_key"))
+    with log_context(run_id=getattr(item, "run_id", None), event_id=item.event_id,
+                     operation_key=payload.get("operation_key")), \
+            continuing(getattr(item, "traceparent", None), f"{record.topic} process",
+                       **{"messaging.destination.name": record.topic,
+                          "messaging.message.id": str(item.event_id)}):
+        yield
 
 
 def _headers_json(headers: Sequence[tuple[str, bytes]] | None) -> str:

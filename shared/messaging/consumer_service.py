@@ -23,6 +23,7 @@ from shared.db.pool import open_pool
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import Decoder, Handler, IdempotentConsumer, decode_envelope
 from shared.messaging.subscription import subscribe
+from shared import tracing
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler
 
     ``alongside`` serves something else on the same pool while consuming (the wallet's HTTP
     API): entered once the broker is started, left before it stops."""
+    tracing.install(service.name)
     async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             pool = await open_pool(endpoints.database_url, application_name=f"intentledger-{service.name}")

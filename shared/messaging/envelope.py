@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from shared.errors import PermanentError
 from shared.ids import new_event_id
+from shared.tracing import current_traceparent
 
 CONTENT_TYPE = "application/json"
 _HEADER_FIELDS = ("event_id", "event_type", "schema_version", "run_id", "producer",
@@ -40,7 +41,8 @@ class Envelope(BaseModel):
     def new(cls, *, event_type: str, run_id: str, producer: str, payload: dict[str, Any],
             causation: Envelope | None = None, traceparent: str | None = None,
             schema_version: int = 1) -> Envelope:
-        """A fresh event; causation and correlation are inherited from the causing event."""
+        """A fresh event; causation and correlation are inherited from the causing event, the
+        trace context from the span in progress (else from the causing event)."""
         return cls(
             event_id=new_event_id(),
             event_type=event_type,
@@ -50,7 +52,8 @@ class Envelope(BaseModel):
             producer=producer,
             correlation_id=(causation.correlation_id or causation.run_id) if causation else run_id,
             causation_id=causation.event_id if causation else None,
-            traceparent=traceparent or (causation.traceparent if causation else None),
+            traceparent=(traceparent or current_traceparent()
+                         or (causation.traceparent if causation else None)),
             payload=payload,
         )
 

@@ -119,6 +119,31 @@ async def test_an_agents_debit_is_authorized_applied_once_and_audited(stage, poo
                                              "currency": "EUR"}
 
 
+async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
+    """The agent's traceparent header becomes the trace of everything the proposal causes:
+    the intake's, the policy's, the dispatcher's and the wallet's events (DESIGN.md §8)."""
+    run_id, tag = names()
+    trace_id = uuid.uuid4().hex
+    stage.write_policy(policy(CAPPED))
+    wallet_id = await new_wallet(pool, 10_000)
+    async with pipeline(stage):
+        await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "10.00", call_id="call-t",
+                                   key="order-t"), traceparent=f"00-{trace_id}-{'ab' * 8}-01")
+        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=1)
+        call = uuid.UUID(json.loads(record.value)["payload"]["logical_call_id"])
+        assert await settled(pool, call) == "SUCCEEDED"
+    traced = {}
+    for schema in ("proposal_intake", "policy", "dispatcher", "wallet"):
+        for row in await pool.fetch(f"SELECT envelope->>'event_type' AS type, envelope->>'traceparent'"
+                                    f" AS traceparent FROM {schema}.outbox WHERE"
+                                    " envelope->>'run_id' = $1", run_id):
+            traced[(schema, row["type"])] = (row["traceparent"] or "").split("-")[1:2]
+    assert {("proposal_intake", "ProposalAccepted"), ("policy", "AuthorizationAllowed"),
+            ("dispatcher", "EffectRequested"), ("wallet", "EffectReceiptIssued"),
+            ("dispatcher", "EffectCommitted")} <= set(traced)
+    assert {tuple(ids) for ids in traced.values()} == {(trace_id,)}
+
+
 async def test_proposals_the_intake_refuses_are_never_dispatched(stage, pool):
     run_id, tag = names()
     principal = f"agent-{tag}"

@@ -32,14 +32,17 @@ def debit(run_id: str, principal: str, wallet_id: str, amount: str, *, call_id: 
             "arguments": arguments or {"wallet_id": wallet_id, "amount": amount, "currency": "EUR"}}
 
 
-async def propose(stage: Stage, *messages: dict) -> None:
+async def propose(stage: Stage, *messages: dict, traceparent: str | None = None) -> None:
+    """Raw JSON on the proposals topic, as an agent without our SDK sends it; ``traceparent``
+    is the agent's W3C trace context, sent as a record header."""
     producer = AIOKafkaProducer(bootstrap_servers=stage.endpoints.kafka_bootstrap, acks="all",
                                 enable_idempotence=True)
+    headers = [("traceparent", traceparent.encode())] if traceparent else None
     await producer.start()
     try:
         for message in messages:
             await producer.send_and_wait(stage.proposals, json.dumps(message).encode(),
-                                         key=message["run_id"].encode())
+                                         key=message["run_id"].encode(), headers=headers)
     finally:
         await producer.stop()
 

@@ -49,6 +49,7 @@ from yarl import URL
 
 from services.dispatcher.adapters.orders import Order, Outcome
 from shared.contracts.effect_requests import EffectReceipt
+from shared.tracing import current_traceparent
 
 RECEIPT_ROOM_BYTES = 4096
 NOT_PROCESSED = frozenset({408, 429})
@@ -195,6 +196,7 @@ def _url(order: Order) -> URL:
 
 def _headers(order: Order) -> dict[str, str]:
     headers = {"Cache-Control": "no-store",  # an answer about a key is never a cached one
+               **({"traceparent": traceparent} if (traceparent := current_traceparent()) else {}),
                "Intentledger-Run-Id": order.run_id, "Intentledger-Fence": str(order.fence),
                "Intentledger-Attempt": str(order.attempt),
                "Intentledger-Logical-Call-Id": str(order.logical_call_id)}

@@ -94,7 +94,7 @@ def call_of(intent: ToolIntent, *, capability=None, result=None, compensates=Non
                 intent.tool_version, intent.arguments_hash, intent.canonical_arguments,
                 intent.principal_id, intent.tenant_id, intent.model_dump(mode="json"), capability,
                 policy_version, S.SUCCEEDED, 3, 1, 1, 0, intent.deadline_at, result, "r-1",
-                compensates, NOW)
+                compensates, NOW, None)
 
 
 ARGUMENTS = {"wallet_id": "tenant/acme/w-1", "amount": 4000, "currency": "EUR"}

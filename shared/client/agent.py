@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.contracts.proposals import proposal_record_id
 from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS
+from shared.tracing import current_traceparent
 
 
 @dataclass(frozen=True)
@@ -95,15 +96,18 @@ class ProposalClient:
 
         Answers are matched on the id of the record we sent (``proposal_id``), so a late
         answer to an earlier send that reused a call id is never taken for this one. One
-        submission at a time per client: they share the results consumer.
+        submission at a time per client: they share the results consumer. The agent's trace
+        (the OpenTelemetry span in progress, if any) rides along in a ``traceparent`` header.
         """
         async with self._one_at_a_time:
             deadline = time.monotonic() + timeout
             value = json.dumps(self._who | message).encode()
             try:
                 async with asyncio.timeout(timeout):
-                    sent = await self._producer.send_and_wait(AGENT_PROPOSALS, value,
-                                                              key=self._who["run_id"].encode())
+                    traceparent = current_traceparent()
+                    sent = await self._producer.send_and_wait(
+                        AGENT_PROPOSALS, value, key=self._who["run_id"].encode(),
+                        headers=[("traceparent", traceparent.encode())] if traceparent else None)
             except TimeoutError:
                 return [Outcome(call_id, "pending") for call_id in call_ids]
             proposal_id = str(proposal_record_id(AGENT_PROPOSALS, sent.partition, sent.offset,

@@ -4,6 +4,7 @@ receipts) and, alongside it on the same pool, the scheduler that takes every dec
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from services.dispatcher.breaker import Breakers
 from services.dispatcher.handlers import DispatcherInbox
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.policy_view import PolicyFile
-from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA
+from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, unresolved
 from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper
@@ -30,6 +31,8 @@ from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.topics import LEDGER_DISPATCH, LEDGER_EFFECTS
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
+
+log = logging.getLogger(__name__)
 
 
 async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSettings | None = None,
@@ -59,10 +62,11 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         http = HttpEffectAdapter()
         wakeup = Wakeup(settings.endpoints.database_url, "intentledger-dispatcher-wakeup",
                         NOTIFY_CHANNEL)
-        scheduler = Scheduler(pool, stepper, breakers, http, config,
-                              counted if counted is not None else DispatcherMetrics())
+        measured = counted if counted is not None else DispatcherMetrics()
+        scheduler = Scheduler(pool, stepper, breakers, http, config, measured)
         tasks = [asyncio.create_task(wakeup.run(halt)),
                  asyncio.create_task(scheduler.run(wakeup, halt)),
+                 asyncio.create_task(_sample_backlog(pool, measured, halt)),
                  asyncio.create_task(policy.watcher.watch())]
         try:
             yield
@@ -75,3 +79,18 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     return await serve(service, settings.endpoints, DispatcherInbox(stepper, breakers, config),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=scheduling)
+
+
+async def _sample_backlog(pool: asyncpg.Pool, measured: DispatcherMetrics,
+                          halt: asyncio.Event, every_s: float = 5.0) -> None:
+    """Refresh the reconciliation-backlog gauges; a failed sample keeps the last values."""
+    while not halt.is_set():
+        try:
+            async with pool.acquire() as conn:
+                measured.unresolved, measured.oldest_unresolved_s = await unresolved(conn)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            log.warning("backlog sample failed: %s", error)
+        try:
+            await asyncio.wait_for(halt.wait(), every_s)
+        except TimeoutError:
+            pass

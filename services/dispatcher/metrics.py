@@ -25,6 +25,8 @@ COMPENSATION_SUCCEEDED = "compensations.succeeded"
 COMPENSATION_FAILED = "compensations.failed"
 STALE_WRITE = "stale_writes"
 MANUAL_REPAIR = "manual_repairs"
+IRREVERSIBLE_UNAPPROVED = "irreversible_without_approval"
+"""Sends of a tool that requires approval without one in the capability: must stay 0."""
 
 
 class DispatcherMetrics:
@@ -33,9 +35,20 @@ class DispatcherMetrics:
         self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, LOGICAL_CALL, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
-                                       COMPENSATION_FAILED, STALE_WRITE, MANUAL_REPAIR)}
+                                       COMPENSATION_FAILED, STALE_WRITE, MANUAL_REPAIR,
+                                       IRREVERSIBLE_UNAPPROVED)}
+        self.unresolved = 0
+        self.oldest_unresolved_s = 0.0
         _meter.create_observable_gauge("dispatcher.retry_amplification", unit="1",
                                        callbacks=[self._observe_amplification])
+        _meter.create_observable_gauge(
+            "dispatcher.reconciliation_backlog", unit="{call}",
+            callbacks=[lambda _: [Observation(self.unresolved)]],
+            description="Calls UNKNOWN or RECONCILING now.")
+        _meter.create_observable_gauge(
+            "dispatcher.unknown_outcome_age", unit="s",
+            callbacks=[lambda _: [Observation(self.oldest_unresolved_s)]],
+            description="How long the oldest unresolved outcome has been unknown.")
 
     def add(self, name: str, tool: str) -> None:
         self.counts[name] += 1

@@ -262,3 +262,13 @@ async def conclude_resolution(conn: asyncpg.Connection, event_id: uuid.UUID, sta
     await conn.execute(
         f"UPDATE {SCHEMA}.resolutions SET status = $2, reason = $3, concluded_at = now()"
         " WHERE event_id = $1", event_id, status, reason)
+
+
+async def unresolved(conn: asyncpg.Connection) -> tuple[int, float]:
+    """(calls whose outcome is unknown now, seconds since the oldest became unknown)."""
+    row = await conn.fetchrow(
+        f"SELECT count(*) AS calls, coalesce(extract(epoch FROM clock_timestamp() - min(("
+        f"  SELECT min(a.finished_at) FROM {SCHEMA}.attempts a"
+        f"  WHERE a.logical_call_id = c.logical_call_id AND a.status = 'unknown'))), 0) AS age"
+        f" FROM {SCHEMA}.calls c WHERE c.state IN ('UNKNOWN', 'RECONCILING')")
+    return row["calls"], float(row["age"])

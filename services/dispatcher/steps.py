@@ -205,6 +205,9 @@ class Stepper:
         events.call_event(step.uow, TOOL_ATTEMPT_STARTED, call, lease, state=to, version=version,
                           attempt=attempt, detail=f"until {deadline.isoformat()}")
         step.count(metrics.ATTEMPT_SENT if kind == "send" else metrics.ATTEMPT_LOOKUP)
+        if kind == "send" and step.tool.requires_approval and not (call.capability or {}).get(
+                "approvals"):
+            step.count(metrics.IRREVERSIBLE_UNAPPROVED)  # authority_at_dispatch forbids it
         order = Order(kind=kind, tool=step.tool, run_id=call.run_id,
                       logical_call_id=call.logical_call_id, operation_key=call.operation_key,
                       canonical_arguments=call.canonical_arguments, attempt=number,

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import asyncpg
 from aiokafka import ConsumerRecord
+from opentelemetry import metrics
 
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
@@ -84,6 +85,7 @@ class IdempotentConsumer:
             log.warning("%s: batch failed (%s); isolating the bad record", self.name, error)
             report = await self._apply_batch(records, isolate=True)
         self.totals.add(report)
+        _count(self.name, report)
         return report
 
     async def _apply_batch(self, records: Sequence[ConsumerRecord], isolate: bool) -> BatchReport:
@@ -138,6 +140,22 @@ class IdempotentConsumer:
             _headers_json(record.headers), record.value,
         )
         report.dead_lettered.append(reason)
+
+
+_meter = metrics.get_meter("intentledger.consumer")
+_APPLIED = _meter.create_counter("consumer.applied", unit="{event}")
+_DUPLICATES = _meter.create_counter(
+    "consumer.duplicates_prevented", unit="{event}",
+    description="Events delivered again (redelivery, republish) and not applied again.")
+_DEAD_LETTERED = _meter.create_counter("consumer.dead_lettered", unit="{record}")
+
+
+def _count(consumer: str, report: BatchReport) -> None:
+    """Committed outcomes only: ``process`` returns after its transaction committed."""
+    attributes = {"consumer": consumer}
+    _APPLIED.add(report.applied, attributes)
+    _DUPLICATES.add(report.duplicates, attributes)
+    _DEAD_LETTERED.add(len(report.dead_lettered), attributes)
 
 
 @contextmanager

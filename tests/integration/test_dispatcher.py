@@ -15,6 +15,7 @@ import pytest
 from services.dispatcher import metrics
 from services.dispatcher.main import run_dispatcher
 from services.dispatcher.metrics import DispatcherMetrics
+from services.dispatcher.repository import unresolved
 from services.dispatcher.resolve_cli import Repair, resolve
 from services.registry import migrate_service
 from services.relay.main import run_relay
@@ -92,6 +93,10 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop@1"},
                        counted=counted):
         await authorize(stage, intent)
+        assert await settled(pool, intent.logical_call_id, states=("UNKNOWN",)) == "UNKNOWN"
+        async with pool.acquire() as conn:
+            backlog, oldest_s = await unresolved(conn)  # what the backlog gauges report
+        assert backlog >= 1 and oldest_s >= 0
         assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
     assert await debits_under(pool, intent.operation_key) == 1
     history = await attempts(pool, intent.logical_call_id)
@@ -101,6 +106,7 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     assert "ToolOutcomeMarkedUnknown" in states and states[-1] == "ToolEffectReconciled"
     assert counted.retry_amplification == 2.0  # one logical call, a send and a lookup
     assert (counted.counts[metrics.OUTCOME_UNKNOWN], counted.counts[metrics.RECONCILED]) == (1, 1)
+    assert counted.counts[metrics.IRREVERSIBLE_UNAPPROVED] == 0
 
 
 async def test_without_lookup_or_safe_replay_an_unknown_outcome_goes_to_a_person(stage, pool):

@@ -134,7 +134,8 @@ class Scheduler:
             if current is None:
                 receipt = {"status": outcome.status, "result": outcome.result,
                            "reason": outcome.reason, "receipt_id": outcome.receipt_id,
-                           "replayed": outcome.replayed}
+                           "replayed": outcome.replayed,
+                           "settled_by_attempt": outcome.settled_by_attempt}
                 if await repo.finish_attempt(conn, order.logical_call_id, order.attempt,
                                              outcome.status, outcome.detail, receipt):
                     due = now + backoff(order.attempt) if outcome.status == "transient" else now

@@ -96,6 +96,13 @@ class StepReport:
     observed: list[tuple[str, str]]
 
 
+def _producer_of(step: _Step, proof: Attempt) -> Attempt:
+    """The attempt that applied the effect: the one a replayed receipt names, else the one that
+    got the answer (DESIGN.md §5.11: the audit names who did it, not who asked afterwards)."""
+    settled_by = (proof.receipt or {}).get("settled_by_attempt")
+    return next((attempt for attempt in step.attempts if attempt.attempt == settled_by), proof)
+
+
 def dependency_of(tool: ToolSpec) -> str:
     """What a circuit breaker guards: the endpoint, shared by every tool behind it."""
     return tool.http_url if tool.adapter == "http" else f"kafka:{tool.topic}"
@@ -367,7 +374,8 @@ class Stepper:
                           step.call, step.lease, state=S.SUCCEEDED, version=version,
                           attempt=attempt, result=result, receipt_id=receipt_id,
                           detail="replayed answer" if receipt.get("replayed") else None)
-        events.committed_effect(step.uow, step.call, attempt, result, receipt_id)
+        events.committed_effect(step.uow, step.call, _producer_of(step, attempt), result,
+                                receipt_id)
         if reconciled:
             step.count(metrics.RECONCILED)
         await self._after_success(step)

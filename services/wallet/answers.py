@@ -117,4 +117,5 @@ def _rejected(asked: EffectRequested, reason: WalletReason) -> EffectReceipt:
 def _replayed(asked: EffectRequested | Lookup, recorded: dict[str, Any]) -> EffectReceipt:
     """The recorded answer, addressed to the attempt that asked now."""
     return _receipt(asked, recorded["status"], replayed=True, result=recorded.get("result"),
-                    reason=recorded.get("reason"), receipt_id=recorded.get("receipt_id"))
+                    reason=recorded.get("reason"), receipt_id=recorded.get("receipt_id"),
+                    settled_by_attempt=recorded.get("settled_by_attempt") or recorded.get("attempt"))

@@ -92,7 +92,7 @@ async def answer(conn: asyncpg.Connection, run_id: str,
         async with conn.transaction():  # a savepoint: a late claim is rolled back
             claim = await claim_key(conn, repo.SCHEMA, request.operation_key, _request_hash(request))
             if claim.status == "replay":
-                return EffectReceipt.model_validate(claim.response | identity | {"replayed": True})
+                return _replayed(claim.response, identity)
             if claim.status == "reused":
                 return _refused(identity, WarehouseReason.OPERATION_KEY_REUSED)
             if request.deadline_at <= datetime.now(UTC):
@@ -118,7 +118,15 @@ async def answer_lookup(conn: asyncpg.Connection, run_id: str,
     response = await recorded_response(conn, repo.SCHEMA, question.operation_key)
     if response is None:
         return EffectReceipt(**identity, status="not_found")
-    return EffectReceipt.model_validate(response | identity | {"replayed": True})
+    return _replayed(response, identity)
+
+
+def _replayed(recorded: dict, identity: dict) -> EffectReceipt:
+    """The recorded answer, addressed to the request or lookup that asked now, naming the
+    attempt that settled the key."""
+    settled_by = recorded.get("settled_by_attempt") or recorded.get("attempt")
+    return EffectReceipt.model_validate(recorded | identity | {"replayed": True,
+                                                               "settled_by_attempt": settled_by})
 
 
 def _refused(identity: dict, reason: WarehouseReason) -> EffectReceipt:

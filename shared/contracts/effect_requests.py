@@ -77,3 +77,6 @@ class EffectReceipt(_Contract):
                                "rejected and stale.")
     receipt_id: uuid.UUID | None = Field(default=None, description="Minted when the key was "
                                          "settled; a replay returns the same id.")
+    settled_by_attempt: int | None = Field(default=None, ge=1, description=(
+        "For a replayed answer: the attempt whose request settled the key (the one that applied "
+        "the effect), as opposed to ``attempt``, the request answered now."))

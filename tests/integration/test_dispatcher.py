@@ -107,6 +107,10 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     assert counted.retry_amplification == 2.0  # one logical call, a send and a lookup
     assert (counted.counts[metrics.OUTCOME_UNKNOWN], counted.counts[metrics.RECONCILED]) == (1, 1)
     assert counted.counts[metrics.IRREVERSIBLE_UNAPPROVED] == 0
+    effect = json.loads(await pool.fetchval(
+        "SELECT envelope->'payload' FROM dispatcher.outbox WHERE topic = 'ledger.effects'"
+        " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id)))
+    assert (effect["attempt"], effect["fence"]) == (1, history[0]["fence"])  # the send that debited
 
 
 async def test_without_lookup_or_safe_replay_an_unknown_outcome_goes_to_a_person(stage, pool):

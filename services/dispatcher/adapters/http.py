@@ -117,7 +117,8 @@ def classify(order: Order, status: int, body: bytes | None, *, replayed: bool) -
         if receipt is None or receipt.status != "applied" or receipt.operation_key != order.operation_key:
             return Outcome("unknown", f"{detail} without an applied receipt for this key")
         return Outcome("applied", detail, result=receipt.result, replayed=receipt.replayed,
-                       receipt_id=_receipt_id(receipt))
+                       receipt_id=_receipt_id(receipt),
+                       settled_by_attempt=receipt.settled_by_attempt)
     if body is None:
         return Outcome("unknown", f"{detail}; response over size limit")
     receipt = _receipt(body)

@@ -53,3 +53,5 @@ class Outcome:
     reason: str | None = None
     receipt_id: str | None = None
     replayed: bool = False
+    settled_by_attempt: int | None = None
+    """For a replayed answer, the attempt that applied the effect (the receipt says)."""

@@ -28,6 +28,10 @@ class PolicyView(Protocol):
 
     def current_version(self) -> str: ...
 
+    def catch_up(self) -> None:
+        """Re-read the policy now: the capability may come from a newer version than the
+        last one this process loaded."""
+
     def evaluate(self, intent: ToolIntent,
                  approvals: tuple[GrantedApproval, ...] = ()) -> Verdict: ...
 
@@ -65,6 +69,8 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
         if requires_approval and not capability.approvals:
             return Refusal(CallState.DENIED, DispatchReason.APPROVAL_MISSING,
                            f"{call.tool_name} is irreversible: it needs an approval before dispatch")
+    if issued_under != policy.current_version():
+        policy.catch_up()
     if issued_under != policy.current_version():
         approvals = Capability.model_validate(call.capability).approvals if call.capability else ()
         verdict = policy.evaluate(intent, approvals)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from services.dispatcher.authority import Verdict
 from services.policy.engine import Request, evaluate, repair_rule
+from services.policy.loader import PolicyError, load_policy
 from services.policy.watcher import PolicyWatcher
 from shared.contracts.authorizations import GrantedApproval
 from shared.contracts.intake import ToolIntent
@@ -21,6 +22,13 @@ class PolicyFile:
 
     def current_version(self) -> str:
         return self.watcher.current.version
+
+    def catch_up(self) -> None:
+        """Adopt the file's version now if it is valid (a bad file keeps the one in force)."""
+        try:
+            self.watcher.current = load_policy(self.watcher.path)
+        except PolicyError:
+            pass  # the watcher logs it on its next round
 
     def evaluate(self, intent: ToolIntent, approvals: tuple[GrantedApproval, ...] = ()) -> Verdict:
         tool = self._registry.resolve(intent.tool_name, intent.tool_version)

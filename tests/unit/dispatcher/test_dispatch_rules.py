@@ -143,6 +143,9 @@ class StaticPolicy:
     def current_version(self) -> str:
         return self.version
 
+    def catch_up(self) -> None:
+        pass
+
     def evaluate(self, intent, approvals=()):
         return self.verdict
 
@@ -197,3 +200,23 @@ def test_an_irreversible_call_is_not_dispatched_on_a_capability_without_approval
     call = call_of(intent, capability=capability_for(intent))
     refusal = refusal_at_dispatch(call, RUN, StaticPolicy("v1"), SECRET, NOW, requires_approval=True)
     assert refusal.reason == "approval_missing"
+
+
+def test_a_capability_from_a_newer_policy_than_this_process_loaded_is_not_refused(tmp_path):
+    """The policy service may reload the shared file before the dispatcher does: the dispatcher
+    catches up instead of judging a newer capability by an older policy."""
+    import yaml
+
+    from services.dispatcher.policy_view import PolicyFile
+    from services.policy import PolicyWatcher
+
+    allow = {"name": "allow", "principals": ["*"], "tenants": ["*"], "tools": ["*"], "effect": "allow"}
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump({"rules": [{**allow, "tools": ["email.*"]}]}))
+    policy = PolicyFile(PolicyWatcher(path), REGISTRY)
+    path.write_text(yaml.safe_dump({"rules": [allow]}))  # the newer version allows debits
+    newer = PolicyWatcher(path).current.version
+    intent = debit_intent()
+    call = call_of(intent, capability=capability_for(intent, version=newer), policy_version=newer)
+    assert refusal_at_dispatch(call, RUN, policy, SECRET, NOW) is None
+    assert policy.current_version() == newer

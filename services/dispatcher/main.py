@@ -25,6 +25,10 @@ from services.policy.watcher import PolicyWatcher
 from services.registry import migrate_service
 from shared import faults
 from shared.config import Settings
+from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
+                                             AUTHORIZATION_DENIED)
+from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED
+from shared.contracts.resolutions import RESOLUTION_REQUESTED
 from shared.db.wakeup import Wakeup
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
@@ -54,7 +58,11 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                                              config.resolutions_topic),
         topics=(config.authorizations_topic, config.reply_topic, config.resolutions_topic,
                 LEDGER_DISPATCH, LEDGER_EFFECTS, *tool_topics),
-        crash_point="dispatcher.after_commit", batch_size=config.batch_size)
+        crash_point="dispatcher.after_commit", batch_size=config.batch_size,
+        accepts={config.authorizations_topic: frozenset(
+                     {AUTHORIZATION_ALLOWED, AUTHORIZATION_DENIED, APPROVAL_REQUESTED}),
+                 config.reply_topic: frozenset({EFFECT_RECEIPT_ISSUED}),
+                 config.resolutions_topic: frozenset({RESOLUTION_REQUESTED})})
 
     @asynccontextmanager
     async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[None]:

@@ -89,8 +89,13 @@ class PolicyHandler:
                              PolicyReason.APPROVAL_REFUSED, f"refused by {approval.approver_id}"
                              + (f": {approval.reason}" if approval.reason else ""), now, stored.inputs)
         else:
-            request = Request(stored.intent, stored.amount, now,
-                              (granted(approval, envelope.event_id), *chain))
+            approvals = (granted(approval, envelope.event_id), *chain)
+            try:
+                tool = self._registry.get(stored.intent.tool_name, stored.intent.tool_version)
+                request = Request.of(stored.intent, tool, now, approvals)
+            except Rejection:  # the tool left the registry since: approvals cannot waive that
+                request = Request(stored.intent, stored.amount, now, approvals,
+                                  tool_requires_approval=True)
             decision, usage = await judge(uow, self._policies.current, request)
             if decision.effect == "require_approval":
                 return  # the quorum is not reached yet

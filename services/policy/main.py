@@ -17,6 +17,8 @@ from services.policy.sweep import sweep_forever
 from services.policy.watcher import PolicyWatcher
 from services.registry import migrate_service
 from shared.config import Settings
+from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED
+from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.signals import stop_on_signals
@@ -36,7 +38,10 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     service = ConsumerService(
         name="policy", schema=SCHEMA, consumes=topics,
         topics=(*topics, policy_settings.authorizations_topic), crash_point="policy.after_commit",
-        batch_size=policy_settings.batch_size)
+        batch_size=policy_settings.batch_size,
+        accepts={policy_settings.intake_topic: frozenset(
+                     {PROPOSAL_ACCEPTED, DUPLICATE_PROPOSAL, PROPOSAL_REJECTED}),
+                 policy_settings.approvals_topic: frozenset({APPROVAL_GRANTED, APPROVAL_REFUSED})})
     handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
                             policy_settings.authorizations_topic)
 

@@ -137,12 +137,17 @@ def _headers(request: web.Request, names: dict[str, str]) -> dict[str, str]:
 
 async def _body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
-    except ValueError:
-        raise _malformed("the body is not JSON") from None
+        body = json.loads(await request.text(), parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise _malformed("the body is not JSON (nested too deep, or NaN/Infinity)") from None
     if not isinstance(body, dict) or not set(body) <= BODY_FIELDS:
         raise _malformed(f"the body must be a JSON object of {', '.join(sorted(BODY_FIELDS))}")
     return body
+
+
+def _no_constant(name: str) -> None:
+    """NaN and Infinity are not JSON; Python's parser accepts them unless told not to."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _run_id(value: str) -> str:

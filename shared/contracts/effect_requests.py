@@ -30,6 +30,10 @@ EFFECT_RECEIPT_ISSUED = "EffectReceiptIssued"
 EFFECT_RECEIPTS = "effects.receipts"
 """The reply topic the dispatcher names in its requests (and consumes)."""
 
+MAX_FENCE = 2**63 - 1
+"""Fences and attempt numbers are stored as PostgreSQL bigint and integer."""
+MAX_ATTEMPT = 2**31 - 1
+
 ReceiptStatus = Literal["applied", "rejected", "not_found", "stale"]
 
 
@@ -42,8 +46,9 @@ class EffectRequested(_Contract):
     tool_name: str = Field(min_length=1, max_length=64)
     tool_version: str = Field(min_length=1, max_length=32)
     canonical_arguments: dict[str, Any] = Field(description="Money in integer minor units.")
-    attempt: int = Field(ge=1)
-    fence: int = Field(ge=0, description="The dispatcher's lease generation for this run.")
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT)
+    fence: int = Field(ge=0, le=MAX_FENCE,
+                       description="The dispatcher's lease generation for this run.")
     logical_call_id: uuid.UUID
     deadline_at: AwareDatetime = Field(description="Do not apply after this instant: the caller "
                                                    "has stopped waiting and will reconcile.")
@@ -53,8 +58,9 @@ class EffectRequested(_Contract):
 class EffectLookupRequested(_Contract):
     operation_key: str = Field(min_length=1, max_length=200)
     tool_name: str = Field(min_length=1, max_length=64)
-    attempt: int = Field(ge=1, description="The dispatcher counts a lookup as an attempt.")
-    fence: int = Field(ge=0)
+    attempt: int = Field(ge=1, le=MAX_ATTEMPT,
+                         description="The dispatcher counts a lookup as an attempt.")
+    fence: int = Field(ge=0, le=MAX_FENCE)
     logical_call_id: uuid.UUID
     reply_topic: str = Field(default=EFFECT_RECEIPTS, min_length=1, max_length=249)
 

@@ -86,7 +86,12 @@ async def release_key(conn: asyncpg.Connection, schema: str, operation_key: str)
 
 async def recorded_response(conn: asyncpg.Connection, schema: str,
                             operation_key: str) -> dict[str, Any] | None:
-    """The status lookup by key (reconciliation's ``lookup_by_key``)."""
+    """The status lookup by key (reconciliation's ``lookup_by_key``).
+
+    It reads committed rows only: a claim still in flight is invisible to it. Call it after
+    ``fences.admit`` for the same run, in the same transaction, as the request path does before
+    claiming: the fence row lock then waits for any request of that run in flight, so "not
+    found" is never answered while one is about to settle the key."""
     value = await conn.fetchval(
         f"SELECT response FROM {_table(schema)} WHERE operation_key = $1", operation_key)
     return json.loads(value) if value is not None else None

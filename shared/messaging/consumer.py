@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -64,10 +64,17 @@ class BatchReport:
         self.dead_lettered += other.dead_lettered
 
 
+Accepts = Mapping[str, frozenset[str]]
+"""Per consumed topic, the event types that may arrive on it."""
+
+
 class IdempotentConsumer:
     def __init__(self, name: str, schema: str, pool: asyncpg.Pool, handler: Handler,
-                 decoder: Decoder = decode_envelope) -> None:
+                 decoder: Decoder = decode_envelope, accepts: Accepts | None = None) -> None:
         self.name = name
+        self._accepts = accepts
+        """A record of another type on a topic is dead-lettered, never handled: an approval
+        topic that anyone may write to must not carry a forged ``ProposalAccepted``."""
         self._decoder = decoder
         self.schema = schema
         self._pool = pool
@@ -93,7 +100,7 @@ class IdempotentConsumer:
         decoded: list[tuple[ConsumerRecord, Identified | PermanentError]] = []
         for record in records:
             try:
-                decoded.append((record, self._decoder(record)))
+                decoded.append((record, self._admitted(record, self._decoder(record))))
             except PermanentError as error:
                 decoded.append((record, error))
         async with UnitOfWork(self._pool, self.schema) as uow:
@@ -114,6 +121,13 @@ class IdempotentConsumer:
                     report.applied += 1
             await uow.commit()
         return report
+
+    def _admitted(self, record: ConsumerRecord, item: Identified) -> Identified:
+        allowed = self._accepts.get(record.topic) if self._accepts is not None else None
+        kind = getattr(item, "event_type", None)
+        if self._accepts is not None and (allowed is None or kind not in allowed):
+            raise PermanentError(f"{kind} is not accepted on {record.topic}")
+        return item
 
     async def _apply_isolated(self, uow: UnitOfWork, record: ConsumerRecord,
                               envelope: Identified, report: BatchReport) -> None:

@@ -21,7 +21,8 @@ from faststream.kafka import KafkaBroker
 from shared.config import Endpoints
 from shared.db.pool import open_pool
 from shared.messaging.admin import ensure_topics
-from shared.messaging.consumer import Decoder, Handler, IdempotentConsumer, decode_envelope
+from shared.messaging.consumer import (Accepts, Decoder, Handler, IdempotentConsumer,
+                                      decode_envelope)
 from shared.messaging.subscription import subscribe
 from shared import tracing
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
@@ -41,6 +42,8 @@ class ConsumerService:
     crash_point: str
     batch_size: int = 500
     decoder: Decoder = decode_envelope
+    accepts: Accepts | None = None
+    """Per consumed topic, the event types it may carry; others are dead-lettered."""
 
 
 async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler, *,
@@ -61,7 +64,8 @@ async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler
             with attempt:
                 await prepare(pool)
                 await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
-        consumer = IdempotentConsumer(service.name, service.schema, pool, handler, decoder=service.decoder)
+        consumer = IdempotentConsumer(service.name, service.schema, pool, handler,
+                                      decoder=service.decoder, accepts=service.accepts)
         broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
         consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
         subscribe(broker, consumer, *consumes, group_id=service.name,

@@ -73,8 +73,9 @@ def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Enve
         raise PermanentError("empty record value")
     try:
         envelope = Envelope.model_validate(json.loads(value))
-    except (ValueError, ValidationError) as error:
-        raise PermanentError(f"value is not an event envelope: {error}") from error
+    except (ValueError, ValidationError, RecursionError) as error:
+        # RecursionError: JSON nested deeper than the parser's stack; retrying cannot help.
+        raise PermanentError(f"value is not an event envelope: {type(error).__name__}") from error
     header_values = {name: raw.decode(errors="replace") for name, raw in headers or []}
     expected = envelope.headers()
     for name in _HEADER_FIELDS:

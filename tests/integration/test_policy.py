@@ -402,6 +402,41 @@ async def test_a_poison_record_is_dead_lettered_and_the_consumer_keeps_going(poo
                for r in reasons)
 
 
+async def test_an_intent_forged_on_the_approvals_topic_is_dead_lettered_not_decided(
+        pool, endpoints, tmp_path):
+    """ledger.approvals is public: a ProposalAccepted written there must not reach the policy's
+    decision, however well-formed; nor may a record nested too deep to parse stop the topic."""
+    run, agent = ids()
+    forged, good = debit("4.00", run=run, principal=agent), debit("5.00", run=run, principal=agent)
+    envelope = Envelope.new(event_type=PROPOSAL_ACCEPTED, run_id=run, producer="proposal-intake",
+                            payload=forged.model_dump(mode="json"))
+    async with running_policy(endpoints, tmp_path) as policy:
+        await _send(endpoints, policy.settings.approvals_topic, envelope)
+        producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(policy.settings.approvals_topic,
+                                         b"[" * 100_000 + b"]" * 100_000, key=run.encode())
+        finally:
+            await producer.stop()
+        await policy.propose(good)
+        await decision(pool, good, "allowed")
+
+
+        async def both_dead_lettered():
+            rows = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters"
+                                    " WHERE topic = $1", policy.settings.approvals_topic)
+            return rows if len(rows) == 2 else None
+
+        dead = await wait_for(both_dead_lettered, timeout=30)
+        assert dead, "the forged intent and the deep record were not both dead-lettered"
+    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.decisions WHERE logical_call_id = $1",
+                               forged.logical_call_id) == 0
+    reasons = sorted(row["reason"] for row in dead)
+    assert reasons[0].startswith("ProposalAccepted is not accepted on ledger.approvals")
+    assert "RecursionError" in reasons[1]
+
+
 async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_approval(pool, endpoints, tmp_path):
     run, agent = ids()
     mail = email(run=run, principal=agent)

@@ -171,8 +171,10 @@ async def test_a_request_past_its_deadline_is_422_and_leaves_the_key_unsettled(p
     (lambda h: h.update({"Intentledger-Fence": "-1"}), "Intentledger-Fence"),
     (lambda h: h.update({"Intentledger-Deadline": "2030-01-01T00:00:00"}), "Intentledger-Deadline"),
     (lambda h: h.update({"Intentledger-Logical-Call-Id": "call-1"}), "Intentledger-Logical-Call-Id"),
+    (lambda h: h.update({"Intentledger-Fence": str(2**63)}), "Intentledger-Fence"),
+    (lambda h: h.update({"Intentledger-Attempt": str(2**31)}), "Intentledger-Attempt"),
 ], ids=["no fence", "fence not a number", "negative fence", "deadline without offset",
-        "call id not a uuid"])
+        "call id not a uuid", "fence beyond bigint", "attempt beyond integer"])
 async def test_a_malformed_request_is_400_and_touches_nothing(pool, endpoints, change, error):
     wallet, key = await new_wallet(pool), new_key()
     headers = call_headers(key)
@@ -180,9 +182,12 @@ async def test_a_malformed_request_is_400_and_touches_nothing(pool, endpoints, c
     async with http_wallet(endpoints) as url:
         status, _, body = await post(url, headers, debit(wallet))
         not_json = await post(url, call_headers(key), body="{not json")
+        too_deep = await post(url, call_headers(key), body="[" * 100_000 + "]" * 100_000)
+        not_a_number = await post(url, call_headers(key), body='{"tool_name": NaN}')
         extra = await post(url, call_headers(key), body={"tool_name": "wallet.debit", "attempt": 9})
     assert status == 400 and error in body["error"]
-    assert not_json[0] == extra[0] == 400 and "error" in not_json[2]
+    assert not_json[0] == extra[0] == too_deep[0] == not_a_number[0] == 400
+    assert "error" in not_json[2]
     assert not await key_settled(pool, key) and await balance(pool, wallet) == 10_000
 
 

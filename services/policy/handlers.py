@@ -18,7 +18,7 @@ from services.policy import repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
 from services.policy.document import Policy
 from services.policy.engine import Decision, Request, evaluate
-from services.policy.limits import Usage, applicable_limits, scope_key, usage_of
+from services.policy.limits import Usage, applicable_limits, usage_of
 from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
 from services.policy.watcher import PolicyWatcher
@@ -108,7 +108,12 @@ async def judge(uow: UnitOfWork, policy: Policy, request: Request) -> tuple[Deci
     """Evaluate with the usage of every applicable limit, read under the limits' scope locks
     (held until commit, so the next decision in the same scope sees this one)."""
     limits = applicable_limits(policy, request.intent)
-    await repo.lock_scopes(uow.connection, [scope_key(limit, request.intent) for limit in limits])
+    if limits:
+        # Both scopes, whatever this version counts per: a replica still on another version
+        # may count the same calls per the other scope, and must wait for us all the same.
+        intent = request.intent
+        await repo.lock_scopes(uow.connection, [f"principal:{intent.principal_id}",
+                                                f"tenant:{intent.tenant_id}"])
     usage = {}
     for limit in limits:
         since = request.now - timedelta(seconds=limit.window_seconds)

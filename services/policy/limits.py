@@ -44,13 +44,6 @@ def applicable_limits(policy: Policy, intent: ToolIntent) -> tuple[Limit, ...]:
                  if any(fnmatchcase(intent.tool_name, p) for p in limit.tools))
 
 
-def scope_key(limit: Limit, intent: ToolIntent) -> str:
-    """What a limit counts per; also the lock that serializes decisions counted together."""
-    if limit.scope == "tenant":
-        return f"tenant:{intent.tenant_id}"
-    return f"principal:{intent.principal_id}"
-
-
 def usage_of(limit: Limit, totals: Iterable[AllowedTotal]) -> LimitUsage:
     calls = amount = 0
     for total in totals:

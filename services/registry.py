@@ -27,6 +27,8 @@ SCHEMAS = (
     ServiceSchema("wallet", _HERE / "wallet" / "migrations"),
     ServiceSchema("warehouse", _HERE / "warehouse" / "migrations"),
     ServiceSchema("demo", _HERE / "demo" / "migrations"),
+    ServiceSchema("projection", _HERE / "projection" / "migrations"),
+    ServiceSchema("query", _HERE / "query" / "migrations"),  # after projection: RLS on its tables
 )
 
 

@@ -1,0 +1,37 @@
+"""Composition root of the query API process: a pool, the migrations its row-level security
+depends on, and the HTTP server until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.query.http_api import serving
+from services.query.settings import QuerySettings
+from services.registry import migrate_service
+from shared.config import Settings
+from shared.db.pool import open_pool
+from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
+from shared.signals import stop_on_signals
+
+
+async def run_query(settings: Settings, query_settings: QuerySettings | None = None,
+                    stopping: asyncio.Event | None = None,
+                    started: asyncio.Future[int] | None = None) -> None:
+    """Serve until ``stopping`` is set; ``started`` receives the bound port (tests ask for 0)."""
+    query_settings = query_settings or QuerySettings()
+    stopping = stopping or stop_on_signals()
+    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
+        with attempt:
+            pool = await open_pool(settings.endpoints.database_url, application_name="intentledger-query")
+    try:
+        async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
+            with attempt:
+                # The policies are on the projection's tables: they must exist first.
+                await migrate_service(pool, "projection")
+                await migrate_service(pool, "query")
+        async with serving(pool, query_settings) as port:
+            if started is not None:
+                started.set_result(port)
+            await stopping.wait()
+    finally:
+        await pool.close()

@@ -234,8 +234,12 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> int:
             return await cli.unknown_list(settings, CallFilters(tenant=args.tenant, **page), args.json)
         filters = DeadLetterFilters(schema_name=args.schema, topic=args.topic, **page)
         return await cli.dlq_list(settings, filters, args.json)
-    except (ValidationError, QueryError) as invalid:
-        print(f"intentledger: {invalid}", file=sys.stderr)
+    except ValidationError as invalid:
+        print("intentledger: " + "; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                           for e in invalid.errors()), file=sys.stderr)
+        return 2
+    except QueryError as invalid:
+        print(f"intentledger: {invalid.message}", file=sys.stderr)
         return 2
 
 

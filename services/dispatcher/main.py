@@ -32,7 +32,6 @@ from shared.contracts.resolutions import RESOLUTION_REQUESTED
 from shared.db.wakeup import Wakeup
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
-from shared.messaging.topics import LEDGER_DISPATCH, LEDGER_EFFECTS
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
 
@@ -57,7 +56,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic,
                                              config.resolutions_topic),
         topics=(config.authorizations_topic, config.reply_topic, config.resolutions_topic,
-                LEDGER_DISPATCH, LEDGER_EFFECTS, *tool_topics),
+                config.dispatch_topic, config.effects_topic, *tool_topics),
         crash_point="dispatcher.after_commit", batch_size=config.batch_size,
         accepts={config.authorizations_topic: frozenset(
                      {AUTHORIZATION_ALLOWED, AUTHORIZATION_DENIED, APPROVAL_REQUESTED}),

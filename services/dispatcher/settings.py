@@ -11,7 +11,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contracts.effect_requests import EFFECT_RECEIPTS
-from shared.messaging.topics import LEDGER_AUTHORIZATIONS, LEDGER_RESOLUTIONS
+from shared.messaging.topics import (LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
+                                     LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -32,6 +33,10 @@ class DispatcherSettings(BaseSettings):
     policy_reload_interval_s: float = Field(default=2.0, gt=0)
     worker_id: str = Field(default_factory=_worker_id)
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
+    dispatch_topic: str = LEDGER_DISPATCH
+    """Where the call's lifecycle events go (the projection reads them)."""
+    effects_topic: str = LEDGER_EFFECTS
+    """⚑ Committed effects, for any subscriber."""
     resolutions_topic: str = LEDGER_RESOLUTIONS
     """Operators' manual repairs (``intentledger resolve``)."""
     reply_topic: str = EFFECT_RECEIPTS

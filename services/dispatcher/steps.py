@@ -116,6 +116,7 @@ class Stepper:
         self._breakers = breakers
         self._settings = settings
         self._secret = secret
+        self._events = events.Recorder(settings.dispatch_topic, settings.effects_topic)
 
     def tool_of(self, call: Call) -> ToolSpec | None:
         try:
@@ -157,7 +158,7 @@ class Stepper:
             await self._refuse(step, refusal)
             return
         version = await self._move(step, S.INTENT_RECORDED, next_action_at=step.now)
-        events.call_event(step.uow, DISPATCH_INTENT_RECORDED, step.call, step.lease,
+        self._events.call_event(step.uow, DISPATCH_INTENT_RECORDED, step.call, step.lease,
                           state=S.INTENT_RECORDED, version=version)
         step.count(metrics.LOGICAL_CALL)
         step.after.append("intent_recorded")
@@ -209,7 +210,7 @@ class Stepper:
         attempt = Attempt(number, kind, lease.fence, lease.owner_id, step.now, deadline, None, None,
                           None, None)
         version = await self._move(step, to, next_action_at=deadline)
-        events.call_event(step.uow, TOOL_ATTEMPT_STARTED, call, lease, state=to, version=version,
+        self._events.call_event(step.uow, TOOL_ATTEMPT_STARTED, call, lease, state=to, version=version,
                           attempt=attempt, detail=f"until {deadline.isoformat()}")
         step.count(metrics.ATTEMPT_SENT if kind == "send" else metrics.ATTEMPT_LOOKUP)
         if kind == "send" and step.tool.requires_approval and not (call.capability or {}).get(
@@ -277,7 +278,7 @@ class Stepper:
         await repo.extend_work(step.conn, step.call.run_id,
                                step.now + timedelta(seconds=settings.reconciliation_window_s))
         version = await self._move(step, S.UNKNOWN, next_action_at=max(step.now, not_before))
-        events.call_event(step.uow, TOOL_OUTCOME_MARKED_UNKNOWN, step.call, step.lease,
+        self._events.call_event(step.uow, TOOL_OUTCOME_MARKED_UNKNOWN, step.call, step.lease,
                           state=S.UNKNOWN, version=version, attempt=latest, detail=latest.detail)
         step.count(metrics.OUTCOME_UNKNOWN)
 
@@ -370,11 +371,11 @@ class Stepper:
         receipt_id = str(receipt.get("receipt_id"))
         version = await self._move(step, S.SUCCEEDED, next_action_at=None, result=result,
                                    receipt_id=receipt_id, succeeded_at=step.now)
-        events.call_event(step.uow, TOOL_EFFECT_RECONCILED if reconciled else TOOL_RESULT_RECORDED,
+        self._events.call_event(step.uow, TOOL_EFFECT_RECONCILED if reconciled else TOOL_RESULT_RECORDED,
                           step.call, step.lease, state=S.SUCCEEDED, version=version,
                           attempt=attempt, result=result, receipt_id=receipt_id,
                           detail="replayed answer" if receipt.get("replayed") else None)
-        events.committed_effect(step.uow, step.call, _producer_of(step, attempt), result,
+        self._events.committed_effect(step.uow, step.call, _producer_of(step, attempt), result,
                                 receipt_id)
         if reconciled:
             step.count(metrics.RECONCILED)
@@ -390,7 +391,7 @@ class Stepper:
                     detail: str, *, reconciled: bool = False) -> None:
         """Only on evidence that nothing was applied."""
         version = await self._move(step, S.FAILED, next_action_at=None, reason=reason)
-        events.call_event(step.uow, TOOL_EFFECT_RECONCILED if reconciled else TOOL_RESULT_RECORDED,
+        self._events.call_event(step.uow, TOOL_EFFECT_RECONCILED if reconciled else TOOL_RESULT_RECORDED,
                           step.call, step.lease, state=S.FAILED, version=version, attempt=attempt,
                           reason=reason, detail=detail)
         if reconciled:
@@ -400,7 +401,7 @@ class Stepper:
     async def _refuse(self, step: _Step, refusal: Refusal) -> None:
         """No dispatch, and the reason on record."""
         version = await self._move(step, refusal.state, next_action_at=None, reason=refusal.reason)
-        events.call_event(step.uow, DISPATCH_REFUSED, step.call, step.lease, state=refusal.state,
+        self._events.call_event(step.uow, DISPATCH_REFUSED, step.call, step.lease, state=refusal.state,
                           version=version, reason=refusal.reason, detail=refusal.detail)
         if refusal.reason != DispatchReason.RUN_ABORTED:
             await self._after_failure(step, refusal.reason, refusal.detail)
@@ -410,7 +411,7 @@ class Stepper:
         version = await self._move(step, S.MANUAL_REVIEW, next_action_at=None, reason=reason)
         evidence = "; ".join(f"#{a.attempt} {a.kind} fence {a.fence}: {a.status} ({a.detail})"
                              for a in step.attempts)
-        events.call_event(step.uow, MANUAL_REVIEW_REQUIRED, step.call, step.lease,
+        self._events.call_event(step.uow, MANUAL_REVIEW_REQUIRED, step.call, step.lease,
                           state=S.MANUAL_REVIEW, version=version, attempt=step.latest,
                           reason=reason, detail=f"{detail}. Evidence: {evidence or 'no attempts'}")
         step.count(metrics.MANUAL_REVIEW)
@@ -446,7 +447,7 @@ class Stepper:
         version = await self._move(step, to, next_action_at=None, reason=reason, result=result,
                                    receipt_id=repair.receipt_id,
                                    succeeded_at=step.now if succeeded else None)
-        events.call_event(step.uow, TOOL_OUTCOME_RESOLVED, step.call, step.lease, state=to,
+        self._events.call_event(step.uow, TOOL_OUTCOME_RESOLVED, step.call, step.lease, state=to,
                           version=version, attempt=step.latest, reason=reason,
                           detail=f"{repair.reason} (repair rule {rule})", result=result,
                           receipt_id=repair.receipt_id, operator_id=repair.operator_id,
@@ -454,7 +455,7 @@ class Stepper:
         await repo.conclude_resolution(step.conn, event_id, "applied", None)
         step.count(metrics.MANUAL_REPAIR)
         if succeeded:
-            events.committed_effect(step.uow, step.call, step.latest, result, repair.receipt_id)
+            self._events.committed_effect(step.uow, step.call, step.latest, result, repair.receipt_id)
             await self._after_success(step)
         else:
             await self._after_failure(step, reason, repair.reason)
@@ -489,7 +490,7 @@ class Stepper:
             await self._compensation_settled(step, S.COMPENSATION_FAILED, reason)
             return
         if await repo.abort_run(step.conn, step.call.run_id, f"{reason}: {detail}"):
-            events.call_event(step.uow, RUN_ABORTED, step.call, step.lease, state=step.call.state,
+            self._events.call_event(step.uow, RUN_ABORTED, step.call, step.lease, state=step.call.state,
                               version=step.call.version, reason=reason, detail=detail)
             for unsent in await repo.unsent_calls(step.conn, step.call.run_id):
                 if unsent.logical_call_id == step.call.logical_call_id:
@@ -531,18 +532,18 @@ class Stepper:
                                      f"operation key {intent.operation_key} already names a call")
         except NoCompensation as problem:
             version = await self._move_other(step, original, S.COMPENSATING)
-            events.call_event(step.uow, COMPENSATION_REQUESTED, original, step.lease,
+            self._events.call_event(step.uow, COMPENSATION_REQUESTED, original, step.lease,
                               state=S.COMPENSATING, version=version, reason=problem.reason,
                               detail=problem.detail)
             version = await self._move_other(step, original.with_version(S.COMPENSATING, version),
                                              S.COMPENSATION_FAILED, reason=problem.reason)
-            events.call_event(step.uow, COMPENSATION_SETTLED, original, step.lease,
+            self._events.call_event(step.uow, COMPENSATION_SETTLED, original, step.lease,
                               state=S.COMPENSATION_FAILED, version=version, reason=problem.reason,
                               detail=problem.detail)
             step.count(metrics.COMPENSATION_FAILED, original)
             return False
         version = await self._move_other(step, original, S.COMPENSATING)
-        events.call_event(step.uow, COMPENSATION_REQUESTED, original, step.lease,
+        self._events.call_event(step.uow, COMPENSATION_REQUESTED, original, step.lease,
                           state=S.COMPENSATING, version=version,
                           detail=f"{intent.tool_name} as call {intent.logical_call_id}")
         await repo.wake(step.conn, intent.logical_call_id)
@@ -570,7 +571,7 @@ class Stepper:
     async def _compensation_settled(self, step: _Step, to: CallState, reason: str | None) -> None:
         original = await repo.call_for_update(step.conn, step.call.compensates)
         version = await self._move_other(step, original, to, reason=reason)
-        events.call_event(step.uow, COMPENSATION_SETTLED, original, step.lease, state=to,
+        self._events.call_event(step.uow, COMPENSATION_SETTLED, original, step.lease, state=to,
                           version=version, reason=reason,
                           detail=f"by {step.call.tool_name} call {step.call.logical_call_id}")
         step.count(metrics.COMPENSATION_SUCCEEDED if to == S.COMPENSATED

@@ -59,7 +59,8 @@ class Outcomes:
     def _about(self, proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
         return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
                                call_id=proposal.provider_call_id, proposal_id=self._proposal_id,
-                               provider=proposal.provider, **fields)
+                               provider=proposal.provider, tenant_id=proposal.tenant_id,
+                               principal_id=proposal.principal_id, **fields)
 
     def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict) -> None:
         self._uow.emit(self._results_topic, Envelope.new(

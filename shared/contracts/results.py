@@ -1,9 +1,11 @@
-"""⚑ ``agent.results`` (outbound): a proposed call's settled outcome, for the agent that proposed it.
+"""⚑ ``agent.results`` (outbound): a proposed call's settled outcome, for the agent that asked.
 
 The intake answers each proposal on ``agent.results`` at once (``ProposalOutcome``); once the
 call settles, the projection adds one ``ToolCallSettled``, correlated by the same provider call
 id (``call_id``). A call may settle more than once over its life — SUCCEEDED, then COMPENSATED
-by a saga; MANUAL_REVIEW, then resolved — and each settled state is announced once.
+by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state the projection
+records is announced once, and the latest is always announced (when the ledger's events
+arrive late, an earlier settled state may be skipped).
 
 Tool output is untrusted data (DESIGN.md §5.9): ``result`` holds only the fields the tool's
 result schema declares, validated and size-checked by the dispatcher before it recorded them.
@@ -37,7 +39,8 @@ class ToolCallSettled(BaseModel):
     status: SettledStatus
     reason_code: str | None = Field(default=None, description="Stable, machine-readable; why the "
                                     "call did not succeed (or needs a person).")
-    receipt_id: str | None = Field(default=None, description="The downstream's receipt of the effect.")
+    receipt_id: str | None = Field(default=None,
+                                   description="The downstream's receipt of the effect.")
     result: dict[str, Any] | None = Field(default=None, description=(
         "Validated result fields only (the tool's result schema, checked by the dispatcher); "
         "never raw tool output."))

@@ -45,6 +45,8 @@ class Stage:
     authorizations: str = field(default_factory=lambda: unique_topic("ledger.authorizations"))
     receipts: str = field(default_factory=lambda: unique_topic("effects.receipts"))
     resolutions: str = field(default_factory=lambda: unique_topic("ledger.resolutions"))
+    dispatch: str = field(default_factory=lambda: unique_topic("ledger.dispatch"))
+    effects: str = field(default_factory=lambda: unique_topic("ledger.effects"))
     wallet_topic: str = field(default_factory=lambda: unique_topic("effects.wallet"))
     warehouse_topic: str = field(default_factory=lambda: unique_topic("effects.warehouse"))
     proposals: str = field(default_factory=lambda: unique_topic("agent.proposals"))
@@ -81,7 +83,8 @@ class Stage:
         return DispatcherSettings(**{
             "tools_file": self.tools_file, "policy_file": self.policy_file,
             "authorizations_topic": self.authorizations, "reply_topic": self.receipts,
-            "resolutions_topic": self.resolutions,
+            "resolutions_topic": self.resolutions, "dispatch_topic": self.dispatch,
+            "effects_topic": self.effects,
             "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
             "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
 
@@ -102,7 +105,7 @@ class Stage:
         """The same settings as environment variables, for a dispatcher run as a process."""
         settings = self.dispatcher_settings(**overrides)
         names = ("tools_file", "policy_file", "authorizations_topic", "reply_topic",
-                 "resolutions_topic",
+                 "resolutions_topic", "dispatch_topic", "effects_topic",
                  "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
                  "scan_interval_s", "lookup_timeout_s", *overrides)
         return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
@@ -110,8 +113,8 @@ class Stage:
 
     async def create_topics(self, *, pipeline: bool = False) -> None:
         """The dispatcher's topics; with ``pipeline`` also the intake's and the policy's."""
-        topics = [self.authorizations, self.receipts, self.resolutions, self.wallet_topic,
-                  self.warehouse_topic]
+        topics = [self.authorizations, self.receipts, self.resolutions, self.dispatch, self.effects,
+                  self.wallet_topic, self.warehouse_topic]
         if pipeline:
             topics += [self.proposals, self.results, self.intake, self.approvals]
         for topic in topics:

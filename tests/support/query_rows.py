@@ -1,6 +1,8 @@
 """Read-model rows written straight into ``projection.runs/calls/events``, as the projection
 service would, so the query API and CLI are tested without depending on it. Every run id and
-tenant is unique per test: the tables are shared with every other test."""
+tenant is unique per test: the tables are shared with every other test. The rows are not real
+events, so ``forget_seeded`` removes them after each test: ``intentledger replay --verify`` over
+the whole history must keep passing."""
 
 from __future__ import annotations
 
@@ -12,6 +14,20 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from shared.ids import new_event_id
+
+
+_SEEDED: set[str] = set()
+
+
+def seeded() -> bool:
+    return bool(_SEEDED)
+
+
+async def forget_seeded(pool: asyncpg.Pool) -> None:
+    runs = list(_SEEDED)
+    for table in ("events", "calls", "runs"):
+        await pool.execute(f"DELETE FROM projection.{table} WHERE run_id = ANY($1::text[])", runs)
+    _SEEDED.difference_update(runs)
 
 
 def unique(prefix: str) -> str:
@@ -31,6 +47,7 @@ async def seed_run(pool: asyncpg.Pool, tenant: str, *, principal: str = "agent-1
                    status: str = "RUNNING", updated_at: datetime | None = None,
                    run_id: str | None = None) -> SeededRun:
     run = SeededRun(run_id or unique("run"), tenant, principal)
+    _SEEDED.add(run.run_id)
     await pool.execute(
         "INSERT INTO projection.runs (run_id, tenant_id, principal_id, status, calls, updated_at, "
         "projection_hash, reducer_version) VALUES ($1, $2, $3, $4, 0, $5, 'sha256:seeded', 'seed')",

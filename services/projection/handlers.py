@@ -1,0 +1,31 @@
+"""What the projection's consumer does with one ledger event, inside the batch's transaction."""
+
+from __future__ import annotations
+
+from services.projection import results
+from services.projection.facts import Delivery
+from services.projection.projector import project
+from services.projection.reducer import CallRow
+from services.projection.repository import SCHEMA
+from shared import faults
+from shared.db.unit_of_work import UnitOfWork
+from shared.errors import RetryableError
+from shared.messaging.envelope import Envelope
+
+CRASH_POINT = "projection.after_apply_before_commit"
+
+
+class ProjectionHandler:
+    def __init__(self, results_topic: str) -> None:
+        self._results_topic = results_topic
+
+    async def __call__(self, uow: UnitOfWork, delivery: Delivery) -> None:
+        def announce(call: CallRow, cause: Envelope) -> None:
+            uow.emit(self._results_topic, results.settled(call, cause))  # same transaction
+
+        await project(uow.connection, SCHEMA, [delivery], announce)
+        try:
+            await faults.hit(CRASH_POINT)
+        except faults.ResponseDropped as dropped:
+            # A lost commit: the whole batch rolls back and is delivered again.
+            raise RetryableError(f"injected at {dropped}") from dropped

@@ -1,0 +1,35 @@
+"""Composition root of the projection process: one consumer of every ledger topic."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import ConsumerRecord
+
+from services.projection.facts import Delivery
+from services.projection.handlers import ProjectionHandler
+from services.projection.repository import SCHEMA
+from services.projection.settings import ProjectionSettings
+from services.registry import migrate_service
+from shared.config import Settings
+from shared.messaging.consumer import IdempotentConsumer, decode_envelope
+from shared.messaging.consumer_service import ConsumerService, serve
+from shared.signals import stop_on_signals
+
+
+def delivered(record: ConsumerRecord) -> Delivery:
+    """The history records which topic each event came from."""
+    return Delivery(record.topic, decode_envelope(record))
+
+
+async def run_projection(settings: Settings, projection_settings: ProjectionSettings | None = None,
+                         stopping: asyncio.Event | None = None) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+    config = projection_settings or ProjectionSettings()
+    service = ConsumerService(
+        name="projection", schema=SCHEMA, consumes=config.ledger_topics,
+        topics=(*config.ledger_topics, config.results_topic), crash_point="projection.after_commit",
+        batch_size=config.batch_size, decoder=delivered)
+    return await serve(service, settings.endpoints, ProjectionHandler(config.results_topic),
+                       prepare=lambda pool: migrate_service(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals())

@@ -1,0 +1,137 @@
+"""The projection's SQL. Every function takes the schema it works on: the live ``projection``
+schema, or a replay's scratch copy built from the same migration."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Collection, Iterable
+from dataclasses import asdict
+
+import asyncpg
+
+from services.projection.facts import Delivery, Fact, RunFact, read
+from services.projection.hashing import scalar
+from services.projection.reducer import CALL_COLUMNS, RUN_COLUMNS, CallRow, RunRow, columns
+from shared.contracts.dispatch import RUN_ABORTED
+from shared.contracts.intake import PROPOSAL_REJECTED
+from shared.db.identifiers import checked_identifier
+from shared.messaging.envelope import Envelope
+
+SCHEMA = "projection"
+RUN_EVENTS = [RUN_ABORTED, PROPOSAL_REJECTED]
+_EVENT_COLUMNS = ("event_id", "topic", "event_type", "run_id", "tenant_id", "logical_call_id",
+                  "principal_id", "policy_version", "worker_id", "fence", "attempt", "receipt_id",
+                  "trace_id", "occurred_at", "envelope")
+
+
+async def append(conn: asyncpg.Connection, schema: str, facts: list[Fact]) -> set[uuid.UUID]:
+    """Append to the history in the given order and lock the runs written to; returns the ids
+    that were not there yet (the only ones to apply).
+
+    The lock serializes writers of one run until commit: a run row is derived from all of its
+    calls, so two replicas applying different calls of one run at once would each derive it
+    from a stale view. One round trip: this runs once per consumed event."""
+    rows = [{"event_id": fact.envelope.event_id, "topic": fact.delivery.topic,
+             "event_type": fact.envelope.event_type, "run_id": fact.envelope.run_id,
+             "trace_id": fact.trace_id, "occurred_at": fact.envelope.occurred_at,
+             "envelope": fact.envelope.model_dump(mode="json"), **asdict(fact.audit)}
+            for fact in facts]
+    names = ", ".join(_EVENT_COLUMNS)
+    inserted = await conn.fetch(
+        f'WITH appended AS (INSERT INTO {_table(schema, "events")} ({names})'
+        f" SELECT {names} FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS batch(item, n),"
+        f' jsonb_populate_record(NULL::{_table(schema, "events")}, item) ORDER BY n'
+        " ON CONFLICT (event_id) DO NOTHING RETURNING event_id, run_id),"
+        " locked AS (SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT"
+        " hashtextextended($2 || '/' || run_id, 0) AS k FROM appended ORDER BY 1) AS keys)"
+        " SELECT event_id FROM appended, locked", _json(rows), schema)
+    return {row["event_id"] for row in inserted}
+
+
+async def calls_of(conn: asyncpg.Connection, schema: str, run_ids: Collection[str],
+                   call_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, CallRow]:
+    """Every call of these runs, and these calls wherever they are (a call claimed by another
+    run must be found to be refused)."""
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
+                            " WHERE run_id = ANY($1::text[]) OR logical_call_id = ANY($2::uuid[])",
+                            list(run_ids), list(call_ids))
+    return {row["logical_call_id"]: call_row(row) for row in rows}
+
+
+async def calls_of_runs(conn: asyncpg.Connection, schema: str,
+                        run_ids: Collection[str]) -> dict[str, list[CallRow]]:
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
+                            " WHERE run_id = ANY($1::text[])", list(run_ids))
+    found: dict[str, list[CallRow]] = defaultdict(list)
+    for row in rows:
+        found[row["run_id"]].append(call_row(row))
+    return found
+
+
+async def run_facts(conn: asyncpg.Connection, schema: str,
+                    run_ids: Collection[str]) -> dict[str, list[RunFact]]:
+    """Aborts and refused proposals, read back from the history with the same reader."""
+    rows = await conn.fetch(f'SELECT topic, envelope FROM {_table(schema, "events")}'
+                            " WHERE run_id = ANY($1::text[]) AND event_type = ANY($2::text[])",
+                            list(run_ids), RUN_EVENTS)
+    found: dict[str, list[RunFact]] = defaultdict(list)
+    for row in rows:
+        fact = read(Delivery(row["topic"], Envelope.model_validate_json(row["envelope"]))).run
+        found[fact.run_id].append(fact)
+    return found
+
+
+async def upsert_calls(conn: asyncpg.Connection, schema: str,
+                       calls: Iterable[CallRow]) -> dict[uuid.UUID, CallRow]:
+    """Returns the rows as stored: what a reader (and the hash) sees, in PostgreSQL's types."""
+    rows = await _upsert(conn, schema, "calls", "logical_call_id", CALL_COLUMNS,
+                         [columns(call) for call in calls])
+    return {row["logical_call_id"]: call_row(row) for row in rows}
+
+
+async def upsert_runs(conn: asyncpg.Connection, schema: str,
+                      runs: Iterable[tuple[RunRow, str, str]]) -> None:
+    """Each run with its projection hash and the reducer version that computed it."""
+    await _upsert(conn, schema, "runs", "run_id",
+                  (*RUN_COLUMNS, "projection_hash", "reducer_version"),
+                  [columns(run) | {"projection_hash": digest, "reducer_version": version}
+                   for run, digest, version in runs])
+
+
+async def stored_runs(conn: asyncpg.Connection, schema: str, run_ids: Collection[str] | None
+                      ) -> dict[str, tuple[RunRow, str, str]]:
+    """Runs with their stored hash and reducer version; every run when ``run_ids`` is None."""
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "runs")}'
+                            " WHERE $1::text[] IS NULL OR run_id = ANY($1::text[])",
+                            None if run_ids is None else list(run_ids))
+    return {row["run_id"]: (RunRow(**{name: row[name] for name in RUN_COLUMNS}),
+                            row["projection_hash"], row["reducer_version"]) for row in rows}
+
+
+def call_row(row: asyncpg.Record) -> CallRow:
+    values = {name: row[name] for name in CALL_COLUMNS}
+    if values["result"] is not None:
+        values["result"] = json.loads(values["result"])
+    return CallRow(**values)
+
+
+async def _upsert(conn: asyncpg.Connection, schema: str, table: str, key: str,
+                  names: tuple[str, ...], rows: list[dict]) -> list[asyncpg.Record]:
+    if not rows:
+        return []
+    listed = ", ".join(names)
+    updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name != key)
+    return await conn.fetch(
+        f"INSERT INTO {_table(schema, table)} ({listed}) SELECT {listed}"
+        f" FROM jsonb_populate_recordset(NULL::{_table(schema, table)}, $1::jsonb)"
+        f" ON CONFLICT ({key}) DO UPDATE SET {updates} RETURNING *", _json(rows))
+
+
+def _table(schema: str, table: str) -> str:
+    return f'"{checked_identifier(schema)}".{table}'
+
+
+def _json(rows: list[dict]) -> str:
+    return json.dumps(rows, default=scalar)

@@ -1,0 +1,26 @@
+"""Projection configuration, from ``INTENTLEDGER_PROJECTION_*`` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.messaging.topics import (AGENT_RESULTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
+                                     LEDGER_EFFECTS, LEDGER_INTAKE)
+
+
+class ProjectionSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTENTLEDGER_PROJECTION_", extra="ignore")
+
+    intake_topic: str = LEDGER_INTAKE
+    authorizations_topic: str = LEDGER_AUTHORIZATIONS
+    dispatch_topic: str = LEDGER_DISPATCH
+    effects_topic: str = LEDGER_EFFECTS
+    results_topic: str = AGENT_RESULTS
+    """Where settled calls are announced to agents (the intake answers on the same topic)."""
+    batch_size: int = Field(default=500, ge=1)
+
+    @property
+    def ledger_topics(self) -> tuple[str, ...]:
+        return (self.intake_topic, self.authorizations_topic, self.dispatch_topic,
+                self.effects_topic)

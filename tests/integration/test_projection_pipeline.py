@@ -1,0 +1,159 @@
+"""The whole pipeline with the projection behind it, on real Kafka and PostgreSQL: an agent's
+debit goes through the intake, the policy, the dispatcher and the wallet, and the projection's
+read models, event history and agent.results announcement agree with what the dispatcher and
+the wallet recorded; a call left to a person is repaired, and the run completes with the
+operator's evidence in its timeline. Every service runs on this test's topics (the projection's
+schema is shared by tests: every assertion is about this test's run)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from services.dispatcher.main import run_dispatcher
+from services.dispatcher.resolve_cli import Repair, resolve
+from services.policy.main import run_policy
+from services.projection.main import run_projection
+from services.projection.replay import replay
+from services.projection.settings import ProjectionSettings
+from services.proposal_intake.main import run_intake
+from services.registry import migrate_service
+from services.relay.main import run_relay
+from services.relay.settings import RelaySettings
+from shared import faults
+from shared.config import Settings
+from tests.support.dispatch import (Stage, attempts, call_row, park_other_tests_calls,
+                                    running_wallet_on, settled)
+from tests.support.kafka import read_topic, wait_for
+from tests.support.pipeline import answer, debit, names, propose
+from tests.support.wallet import new_wallet
+
+pytestmark = pytest.mark.infra
+SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
+POLICY = {"capability_ttl_seconds": 120, "rules": [
+    {"name": "debits", "principals": ["agent-*"], "tenants": ["acme"], "tools": ["wallet.debit"],
+     "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow"}]}
+
+
+@pytest.fixture
+async def stage(pool, endpoints, tmp_path) -> Stage:
+    for schema in SCHEMAS:
+        await migrate_service(pool, schema)
+    stage = Stage(tmp_path, endpoints)
+    stage.write_registry()
+    stage.write_policy(POLICY)
+    await stage.create_topics(pipeline=True)
+    await park_other_tests_calls(pool)
+    yield stage
+    faults.configure("")  # the wallet runs in this process; its fault rules must not outlive us
+
+
+@asynccontextmanager
+async def pipeline(stage: Stage, *, wallet: dict | None = None) -> AsyncIterator[None]:
+    """Intake, policy, dispatcher, wallet, the projection and one relay for their outboxes."""
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    projection = ProjectionSettings(intake_topic=stage.intake,
+                                    authorizations_topic=stage.authorizations,
+                                    dispatch_topic=stage.dispatch, effects_topic=stage.effects,
+                                    results_topic=stage.results)
+    services = [
+        run_relay(settings, RelaySettings(schemas=list(SCHEMAS), poll_interval_s=0.2), stopping),
+        run_intake(settings, stage.intake_settings(), stopping),
+        run_policy(settings, stage.policy_settings(), stopping),
+        run_dispatcher(settings, stage.dispatcher_settings(), stopping),
+        run_projection(settings, projection, stopping)]
+    tasks = [asyncio.create_task(service) for service in services]
+    try:
+        async with running_wallet_on(stage, **(wallet or {})):
+            yield
+    finally:
+        stopping.set()
+        await asyncio.gather(*tasks)
+
+
+async def projected(pool, table: str, column: str, value, *, where: str = "") -> dict | None:
+    async def found():
+        return await pool.fetchrow(f"SELECT * FROM projection.{table} WHERE {column} = $1{where}",
+                                   value)
+    row = await wait_for(found, timeout=90)
+    return dict(row) if row else None
+
+
+async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wallet(stage, pool):
+    run_id, tag = names()
+    principal = f"agent-{tag}"
+    wallet_id = await new_wallet(pool, 10_000)
+    async with pipeline(stage):
+        await propose(stage, debit(run_id, principal, wallet_id, "40.00", call_id="call-1",
+                                   key="order-7"))
+        accepted = (await answer(pool, stage, run_id, "call-1"))["payload"]
+        call_id = uuid.UUID(accepted["logical_call_id"])
+        assert await settled(pool, call_id) == "SUCCEEDED"
+        call = await projected(pool, "calls", "logical_call_id", call_id,
+                               where=" AND state = 'SUCCEEDED' AND provider_call_id IS NOT NULL")
+        effect = await projected(pool, "events", "logical_call_id", call_id,
+                                 where=" AND event_type = 'EffectCommitted'")
+        run = await projected(pool, "runs", "run_id", run_id, where=" AND status = 'completed'")
+        records = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=2)
+    dispatcher = await call_row(pool, call_id)
+    [attempt] = await attempts(pool, call_id)
+    same = ("state", "version", "attempts", "receipt_id", "policy_version", "fence",
+            "operation_key", "arguments_hash", "tenant_id", "principal_id")
+    assert {name: call[name] for name in same} == {name: dispatcher[name] for name in same}
+    assert (call["stage"], call["worker_id"], call["provider_call_id"]) == (
+        3, attempt["worker_id"], "call-1")
+    assert json.loads(call["result"]) == json.loads(dispatcher["result"])
+    audit = ("principal_id", "policy_version", "worker_id", "fence", "attempt", "receipt_id")
+    assert {name: effect[name] for name in audit} == {
+        "principal_id": principal, "policy_version": dispatcher["policy_version"],
+        "worker_id": attempt["worker_id"], "fence": attempt["fence"], "attempt": 1,
+        "receipt_id": dispatcher["receipt_id"]}
+    assert (run["calls"], run["principal_id"], run["stop_reason"]) == (1, principal, None)
+    told = [json.loads(r.value) for r in records]
+    [settled_event] = [e for e in told if e["event_type"] == "ToolCallSettled"]
+    assert {k: settled_event["payload"][k] for k in ("call_id", "status", "receipt_id")} == {
+        "call_id": "call-1", "status": "SUCCEEDED", "receipt_id": dispatcher["receipt_id"]}
+    verdict = await replay(pool, [run_id])
+    assert verdict.agrees, verdict.difference
+    assert verdict.replayed_hash == verdict.live_hash and verdict.events >= 6
+
+
+async def test_a_repaired_call_lets_its_run_complete_with_the_evidence_in_its_timeline(
+        stage, pool):
+    """The wallet commits and loses every answer, the tool offers no lookup: the call waits in
+    MANUAL_REVIEW and the run needs attention. An operator the policy names repairs it with the
+    downstream's receipt; the run completes and its timeline shows who and on what evidence."""
+    run_id, tag = names()
+    wallet_id = await new_wallet(pool, 10_000)
+    stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
+    stage.write_policy({**POLICY, "repairs": [{"name": "ops", "operators": ["operator:*"],
+                                               "tenants": ["acme"], "tools": ["wallet.*"]}]})
+    async with pipeline(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
+        await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "25.00", call_id="call-r",
+                                   key="order-r"))
+        call_id = uuid.UUID((await answer(pool, stage, run_id, "call-r"))["payload"]["logical_call_id"])
+        assert await settled(pool, call_id) == "MANUAL_REVIEW"
+        assert await projected(pool, "runs", "run_id", run_id, where=" AND status = 'needs_attention'")
+        recorded = json.loads(await pool.fetchval(
+            "SELECT response FROM wallet.idempotency_keys WHERE operation_key = $1",
+            (await call_row(pool, call_id))["operation_key"]))
+        verdict = await resolve(stage.endpoints, Repair(
+            call_id, "succeeded", "operator:dana", "the wallet's answers were lost",
+            f"wallet receipt {recorded['receipt_id']}", recorded["receipt_id"],
+            recorded["result"]), topic=stage.resolutions)
+        assert (verdict["status"], verdict["state"]) == ("applied", "SUCCEEDED")
+        run = await projected(pool, "runs", "run_id", run_id, where=" AND status = 'completed'")
+        resolved = await projected(pool, "events", "logical_call_id", call_id,
+                                   where=" AND event_type = 'ToolOutcomeResolved'")
+    assert run is not None and resolved is not None
+    payload = json.loads(resolved["envelope"])["payload"]
+    assert (payload["operator_id"], payload["state"]) == ("operator:dana", "SUCCEEDED")
+    assert recorded["receipt_id"] in payload["evidence"]
+    assert (await replay(pool, [run_id])).agrees

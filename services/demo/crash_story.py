@@ -32,7 +32,8 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     key = f"order-{uuid.uuid4().hex[:6]}:debit"
     print(f"wallet {wallet_id}: 100.00 EUR; the wallet will commit and drop its first answer,\n"
           "the dispatcher will exit right after its first send (fault points, DESIGN.md §6)")
-    async with ProposalClient(endpoints.kafka_bootstrap, run_id=f"demo-run-{uuid.uuid4().hex[:8]}",
+    run_id = f"demo-run-{uuid.uuid4().hex[:8]}"
+    async with ProposalClient(endpoints.kafka_bootstrap, run_id=run_id,
                               principal_id="agent-7", tenant_id="acme") as agent:
         outcome = await agent.propose("wallet.debit", {"wallet_id": wallet_id, "amount": "40.00",
                                                        "currency": "EUR"},
@@ -62,7 +63,26 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     print(f"call {state}; wallet debits: {debits}; balance {balance / 100:.2f} EUR")
     ok = exit_code == faults.EXIT_CODE and state == "SUCCEEDED" and debits == 1 and balance == 6000
     print("one intent, one debit, reconciled" if ok else "UNEXPECTED: see the logs")
-    return ok
+    return ok and await _what_an_operator_sees(pool, run_id)
+
+
+async def _what_an_operator_sees(pool: asyncpg.Pool, run_id: str) -> bool:
+    """The run as the projection recorded it (who, which policy, which worker and fence, which
+    attempt, which receipt), and a replay of its history to the same hash."""
+    from services.projection.replay import replay
+    from services.query.cli import runs_show
+    from shared.config import Settings
+
+    async with asyncio.timeout(60):
+        while await pool.fetchval("SELECT status FROM projection.runs WHERE run_id = $1",
+                                  run_id) != "completed":
+            await asyncio.sleep(0.2)
+    print(f"\n$ intentledger runs show {run_id}")
+    await runs_show(Settings(), run_id, as_json=False)
+    verdict = await replay(pool, [run_id])
+    print(f"\n$ intentledger replay --run {run_id} --verify\nlive {verdict.live_hash}\n"
+          f"replay {verdict.replayed_hash}: {'equal' if verdict.agrees else 'DIFFERENT'}")
+    return verdict.agrees
 
 
 async def _state(pool: asyncpg.Pool, call_id: str) -> str | None:

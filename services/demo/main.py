@@ -37,7 +37,7 @@ async def run_demo(settings: Settings) -> int:
         print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
     await ensure_topics(endpoints.kafka_bootstrap, [TOPIC], partitions=4)
     services = [_start_service(name, endpoints, settings) for name in ("relay", "proposal-intake",
-                                                                       "policy")]
+                                                                       "policy", "projection")]
     services.append(_start_service("wallet", endpoints, settings, WALLET_FAULTS))
     dying = _start_service("dispatcher", endpoints, settings, DISPATCHER_FAULTS | DISPATCHER_TUNING)
     services.append(dying)

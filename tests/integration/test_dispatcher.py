@@ -108,7 +108,7 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     assert (counted.counts[metrics.OUTCOME_UNKNOWN], counted.counts[metrics.RECONCILED]) == (1, 1)
     assert counted.counts[metrics.IRREVERSIBLE_UNAPPROVED] == 0
     effect = json.loads(await pool.fetchval(
-        "SELECT envelope->'payload' FROM dispatcher.outbox WHERE topic = 'ledger.effects'"
+        "SELECT envelope->'payload' FROM dispatcher.outbox WHERE topic LIKE 'ledger.effects%'"
         " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id)))
     assert (effect["attempt"], effect["fence"]) == (1, history[0]["fence"])  # the send that debited
 
@@ -183,14 +183,14 @@ async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage,
         assert (applied["status"], applied["state"]) == ("applied", "SUCCEEDED")
     assert await debits_under(pool, intent.operation_key) == 1
     [resolved] = await pool.fetch(
-        "SELECT envelope->'payload' AS event FROM dispatcher.outbox WHERE topic = 'ledger.dispatch'"
+        "SELECT envelope->'payload' AS event FROM dispatcher.outbox WHERE topic LIKE 'ledger.dispatch%'"
         " AND envelope->>'event_type' = 'ToolOutcomeResolved'"
         " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id))
     event = json.loads(resolved["event"])
     assert (event["operator_id"], event["state"]) == ("operator:dana", "SUCCEEDED")
     assert receipt_id in event["evidence"]
     effects = await pool.fetchval(
-        "SELECT count(*) FROM dispatcher.outbox WHERE topic = 'ledger.effects'"
+        "SELECT count(*) FROM dispatcher.outbox WHERE topic LIKE 'ledger.effects%'"
         " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id))
     assert effects == 1
 
@@ -256,7 +256,7 @@ async def test_a_redelivered_authorization_dispatches_once(stage, pool):
 async def dispatch_events(pool, logical_call_id) -> list[str]:
     """The dispatcher's events for one call, in the order its outbox recorded them."""
     rows = await pool.fetch("SELECT envelope->>'event_type' AS type FROM dispatcher.outbox"
-                            " WHERE topic = 'ledger.dispatch'"
+                            " WHERE topic LIKE 'ledger.dispatch%'"
                             " AND envelope->'payload'->>'logical_call_id' = $1 ORDER BY position",
                             str(logical_call_id))
     return [row["type"] for row in rows]

@@ -146,7 +146,7 @@ async def nothing_dispatched(pool, logical_call_id: str, operation_key: str, wal
 
 async def committed_effects(pool, logical_call_id: uuid.UUID) -> list[dict]:
     """⚑ ledger.effects events for one call, as the dispatcher's outbox recorded them."""
-    rows = await pool.fetch("SELECT envelope FROM dispatcher.outbox WHERE topic = 'ledger.effects'"
+    rows = await pool.fetch("SELECT envelope FROM dispatcher.outbox WHERE topic LIKE 'ledger.effects%'"
                             " AND envelope->'payload'->>'logical_call_id' = $1",
                             str(logical_call_id))
     return [json.loads(row["envelope"])["payload"] for row in rows]

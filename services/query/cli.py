@@ -21,8 +21,10 @@ from services.query.filters import (MAX_PAGE, CallFilters, DeadLetterFilters, Ru
                                     TimelineFilters)
 from services.query.models import TimelineEvent
 from services.query.tables import age, render
+from services.query.settings import QuerySettings
 from shared.config import Settings
 from shared.db.pool import open_pool
+from shared.tools import Rejection, load_registry
 
 NOT_MIGRATED = (asyncpg.InvalidParameterValueError, asyncpg.UndefinedTableError,
                 asyncpg.UndefinedFunctionError, asyncpg.InvalidSchemaNameError)
@@ -45,9 +47,11 @@ async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
     if detail is None and not events:
         print(f"intentledger: run {run_id} not found", file=sys.stderr)
         return 1
+    contracts = _contracts(detail.calls if detail else [])
     if as_json:
         print(json.dumps({"run": _dump(detail.run) if detail else None,
                           "calls": [_dump(call) for call in detail.calls] if detail else [],
+                          "tools": contracts,
                           "timeline": [_dump(event) for event in events]}, indent=2))
         return 0
     if detail:
@@ -56,10 +60,37 @@ async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
         print("\ncalls\n" + render([_dump(call) for call in detail.calls], (
             "logical_call_id", "tool_name", "state", "attempts", "policy_version", "worker_id",
             "fence", "receipt_id", "operation_key")))
+        print("\ntools (from the registry)\n" + render(contracts, (
+            "tool", "effect", "replay_safe", "key_retention_s", "attempt_timeout_s",
+            "reconciliation", "server_errors", "compensated_by")))
     print("\ntimeline\n" + render([_dump(event) for event in events], (
         "position", "occurred_at", "event_type", "logical_call_id", "principal_id",
         "policy_version", "worker_id", "fence", "attempt", "receipt_id", "trace_id")))
     return 0
+
+
+def _contracts(calls: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each tool's contract: which effects may repeat, what a timeout means for it, how an
+    unknown outcome is settled (questions 2 and 3 an operator asks of any effect)."""
+    registry = load_registry(QuerySettings().tools_file)
+    rows = []
+    for name, version in sorted({(call.tool_name, call.tool_version) for call in calls
+                                 if call.tool_name}):
+        try:
+            tool = registry.resolve(name, version)
+        except Rejection:
+            rows.append({"tool": f"{name} v{version}", "effect": "not in this registry"})
+            continue
+        compensation = tool.compensating_tool
+        rows.append({"tool": f"{name} v{version}", "effect": tool.effect,
+                     "replay_safe": tool.retry.replay_safe,
+                     "key_retention_s": tool.retry.key_retention_seconds,
+                     "attempt_timeout_s": tool.retry.attempt_timeout_seconds,
+                     "reconciliation": tool.reconciliation,
+                     "server_errors": tool.retry.server_errors,
+                     "compensated_by": f"{compensation.name} v{compensation.version}"
+                     if compensation else None})
+    return rows
 
 
 async def unknown_list(settings: Settings, filters: CallFilters, as_json: bool) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -18,5 +20,8 @@ class QuerySettings(BaseSettings):
     api_keys: dict[str, str] = Field(default={}, repr=False)
     """JSON ``{"<key>": "<tenant id>" | "*"}``; ``*`` is an operator key. No keys: every data
     request is refused (fail closed)."""
+    tools_file: Path = Path(__file__).resolve().parents[2] / "config" / "tools.example.yaml"
+    """The deployment's tool registry: ``runs show`` prints each tool's contract from it (which
+    effects may repeat, what a timeout means)."""
     statement_timeout_ms: int = Field(default=10_000, ge=1)
     """A request's queries stop after this, so one heavy filter cannot hold a connection."""

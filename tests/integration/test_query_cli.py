@@ -72,6 +72,9 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
     shown = json.loads(out)
     assert code == 0 and shown["run"]["principal_id"] == "agent-42"
     assert [c["logical_call_id"] for c in shown["calls"]] == [str(call)]
+    [debit] = shown["tools"]  # which effects may repeat, what a timeout means for this tool
+    assert (debit["tool"], debit["effect"], debit["replay_safe"], debit["reconciliation"]) == (
+        "wallet.debit v1", "compensatable", True, "lookup_by_key")
     reconciled = shown["timeline"][-1]
     assert (reconciled["event_type"], reconciled["principal_id"], reconciled["policy_version"],
             reconciled["worker_id"], reconciled["fence"], reconciled["attempt"],

@@ -20,6 +20,7 @@ from faststream.kafka.annotations import KafkaMessage
 
 from shared import faults
 from shared.errors import is_retryable
+from shared.messaging import lag
 from shared.messaging.consumer import IdempotentConsumer
 from shared.retry import backoff_delay
 
@@ -53,6 +54,7 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
             return
         failures = 0
         await message.ack()
+        lag.record(group_id, message.consumer, records)
 
 
 async def _utf8_safe_parser(records: tuple[ConsumerRecord, ...], original: Any) -> Any:

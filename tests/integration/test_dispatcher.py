@@ -22,6 +22,7 @@ from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
+from shared.messaging import lag
 from shared.messaging.operator_publish import publish
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization, call_row,
                                     debit_intent, park_other_tests_calls, running_wallet_on,
@@ -82,6 +83,9 @@ async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):
     assert row["attempts"] == 1 and row["receipt_id"]
     [attempt] = await attempts(pool, intent.logical_call_id)
     assert attempt["status"] == "applied" and attempt["fence"] == row["fence"] >= 1
+    behind = {where: n for where, n in lag.current("dispatcher").items()
+              if where[0] == stage.authorizations}
+    assert behind and set(behind.values()) == {0}  # the consumer-lag gauge: caught up
 
 
 async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):

@@ -6,6 +6,7 @@ exists."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable
 from subprocess import Popen
@@ -35,11 +36,15 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     run_id = f"demo-run-{uuid.uuid4().hex[:8]}"
     async with ProposalClient(endpoints.kafka_bootstrap, run_id=run_id,
                               principal_id="agent-7", tenant_id="acme") as agent:
-        outcome = await agent.propose("wallet.debit", {"wallet_id": wallet_id, "amount": "40.00",
-                                                       "currency": "EUR"},
-                                      call_id="call-crash-1", operation_key=key, timeout=60)
+        [outcome] = await agent.propose_openai_chat(
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_crash_1", "type": "function", "function": {
+                    "name": "wallet_debit",
+                    "arguments": json.dumps({"wallet_id": wallet_id, "amount": "40.00",
+                                             "currency": "EUR"})}}]},
+            operation_keys={"call_crash_1": key}, timeout=60)
     call_id = outcome.payload.get("logical_call_id")
-    print(f"agent: debit 40.00 EUR -> {outcome.status} ({call_id})")
+    print(f"agent (OpenAI tool call wallet_debit): debit 40.00 EUR -> {outcome.status} ({call_id})")
     if outcome.status != "accepted":
         return False
     exit_code = await asyncio.to_thread(dying.wait, 60)
@@ -48,12 +53,8 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     state = await _state(pool, call_id)
     print(f"the call is {state}; wallet debits so far: {await _debits(pool, wallet_id)} (the request "
           "is an outbox row: the relay delivers it although its sender is dead)")
-    restarted = start_dispatcher(DISPATCHER_TUNING)
-    try:
-        state = await _settled(pool, call_id, timeout=90)
-    finally:
-        restarted.terminate()
-        restarted.wait(30)
+    start_dispatcher(DISPATCHER_TUNING)  # stopped with the other services at the end
+    state = await _settled(pool, call_id, timeout=90)
     for row in await pool.fetch("SELECT attempt, kind, fence, status, detail FROM dispatcher.attempts"
                                 " WHERE logical_call_id = $1 ORDER BY attempt", uuid.UUID(call_id)):
         print(f"  attempt {row['attempt']}: {row['kind']:<6} fence {row['fence']}  "
@@ -61,6 +62,8 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     debits = await _debits(pool, wallet_id)
     balance = await pool.fetchval("SELECT balance_minor FROM wallet.wallets WHERE id = $1", wallet_id)
     print(f"call {state}; wallet debits: {debits}; balance {balance / 100:.2f} EUR")
+    print("what did NOT happen: a blind retry under a new identity would have debited again "
+          "(20.00 EUR left);\nthe restarted dispatcher asked the wallet by operation key instead")
     ok = exit_code == faults.EXIT_CODE and state == "SUCCEEDED" and debits == 1 and balance == 6000
     print("one intent, one debit, reconciled" if ok else "UNEXPECTED: see the logs")
     return ok and await _what_an_operator_sees(pool, run_id)

@@ -12,6 +12,7 @@ import uuid
 
 from faststream.kafka import KafkaBroker
 
+from services.demo.authority_act import authority_act
 from services.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                        crash_story)
 from services.demo.proposals import propose_act
@@ -43,7 +44,8 @@ async def run_demo(settings: Settings) -> int:
     services.append(dying)
 
     def restart_dispatcher(env: dict[str, str]) -> subprocess.Popen:
-        return _start_service("dispatcher", endpoints, settings, env)[1]
+        services.append(_start_service("dispatcher", endpoints, settings, env))
+        return services[-1][1]
 
     pool = await open_pool(endpoints.database_url, application_name="intentledger-demo")
     try:
@@ -53,13 +55,20 @@ async def run_demo(settings: Settings) -> int:
         intake_ok = await propose_act(endpoints)
         print("\n== 3. the crash after the debit: committed, answer lost, dispatcher dead")
         story_ok = await crash_story(endpoints, pool, dying[1], restart_dispatcher)
+        print("\n== 4. authority at dispatch: a denied agent, a debit two people must approve")
+        authority_ok = await authority_act(endpoints, pool)
     finally:
         await pool.close()
         for name, process in services:
             if process.poll() is None:
                 process.terminate()
             print(f"{name} stopped (exit {process.wait(30)})")
-    ok = backbone_ok and intake_ok and story_ok
+    ok = backbone_ok and intake_ok and story_ok and authority_ok
+    if ok:
+        print("\nto look around: .venv/bin/intentledger runs list | runs show <run> | unknown list;"
+              "\n               INTENTLEDGER_QUERY_API_KEYS='{\"ops\": \"*\"}' .venv/bin/intentledger serve query"
+              "\n               (then curl -H 'Authorization: Bearer ops' localhost:8090/v1/runs)"
+              "\nto stop Kafka and PostgreSQL: .venv/bin/intentledger infra down")
     print("\ndemo OK" if ok else "\ndemo FAILED")
     return 0 if ok else 1
 

@@ -20,4 +20,8 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "delivered twice, applied 1x" in result.stdout
     assert "-> duplicate" in result.stdout and "(operation_key_conflict)" in result.stdout
+    assert "one intent, one debit, reconciled" in result.stdout
+    assert "replay" in result.stdout and ": equal" in result.stdout
+    assert "policy denied (denied_by_rule); dispatcher calls: 0" in result.stdout
+    assert "refused (approver_is_requester)" in result.stdout
     assert result.stdout.rstrip().endswith("demo OK")

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from services.wallet.contracts import WalletReason
 
-TENANT_PREFIX = "tenant/"
 
 
 @dataclass(frozen=True)
@@ -24,15 +23,6 @@ class Debit:
     amount_minor: int
     currency: str
     refunded_minor: int
-
-
-def tenant_of(wallet_id: str) -> str:
-    """Canonical wallet ids are ``tenant/<tenant>/<local id>`` (the intake's tenant_resource)."""
-    prefix, _, rest = wallet_id.partition(TENANT_PREFIX)
-    tenant, sep, local = rest.partition("/")
-    if prefix or not tenant or not sep or not local:
-        raise ValueError(f"wallet id {wallet_id!r} is not tenant/<tenant>/<id>")
-    return tenant
 
 
 def debit_refusal(wallet: Wallet | None, amount_minor: int, currency: str) -> WalletReason | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from services.wallet.domain import Debit, Wallet, tenant_of
+from services.wallet.domain import Debit, Wallet
+from shared.tools.tenancy import tenant_of
 from shared.contracts.effect_requests import EffectRequested
 
 SCHEMA = "wallet"

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from services.warehouse.contracts import WarehouseReason
+from shared.tools.tenancy import tenant_resource
 
-TENANT_PREFIX = "tenant/"
 
 
 @dataclass(frozen=True)
@@ -26,19 +26,10 @@ class Reservation:
     released: bool
 
 
-def tenant_of(resource_id: str) -> str:
-    """Canonical resource ids are ``tenant/<tenant>/<local id>`` (the intake's tenant_resource)."""
-    prefix, _, rest = resource_id.partition(TENANT_PREFIX)
-    tenant, sep, local = rest.partition("/")
-    if prefix or not tenant or not sep or not local:
-        raise ValueError(f"resource id {resource_id!r} is not tenant/<tenant>/<id>")
-    return tenant
-
-
 def resource_id(tenant: str, kind: str, minted: uuid.UUID) -> str:
     """Ids the warehouse mints live in the tenant of the order they serve, so a compensation
     that copies one into its arguments passes the intake's tenant_resource rule unchanged."""
-    return f"{TENANT_PREFIX}{tenant}/{kind}-{minted.hex}"
+    return tenant_resource(tenant, f"{kind}-{minted.hex}")
 
 
 def utc_stamp(moment: datetime) -> str:

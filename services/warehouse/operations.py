@@ -18,11 +18,11 @@ from pydantic import BaseModel
 from services.warehouse import repository as repo
 from services.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
                                           WarehouseReason)
-from services.warehouse.domain import (release_refusal, reserve_refusal, resource_id, tenant_of,
-                                       utc_stamp)
+from services.warehouse.domain import release_refusal, reserve_refusal, resource_id, utc_stamp
 from shared import faults
 from shared.contracts.effect_requests import EffectRequested
 from shared.ids import new_event_id
+from shared.tools.tenancy import tenant_of
 
 Outcome = tuple[dict[str, Any] | None, WarehouseReason | None]
 

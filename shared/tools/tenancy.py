@@ -38,4 +38,18 @@ def scope_resource(raw: object, tenant_id: str, where: str) -> str:
     if not local or any(ch.isspace() or not ch.isprintable() for ch in local):
         raise Rejection(RejectionCode.RESOURCE_ID_INVALID,
                         f"{where}: a resource id must be non-empty, printable and without spaces")
+    return tenant_resource(tenant_id, local)
+
+
+def tenant_resource(tenant_id: str, local: str) -> str:
     return f"{_PREFIX}{tenant_id}/{local}"
+
+
+def tenant_of(resource_id: str) -> str:
+    """The tenant of a canonical ``tenant/<tenant>/<local id>`` (what downstreams receive);
+    ValueError for anything else."""
+    prefix, _, rest = resource_id.partition(_PREFIX)
+    tenant, sep, local = rest.partition("/")
+    if prefix or not tenant or not sep or not local:
+        raise ValueError(f"resource id {resource_id!r} is not tenant/<tenant>/<id>")
+    return tenant

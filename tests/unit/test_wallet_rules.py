@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.wallet.contracts import WalletReason
-from services.wallet.domain import Debit, Wallet, debit_refusal, refund_refusal, tenant_of
+from services.wallet.domain import Debit, Wallet, debit_refusal, refund_refusal
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
 from shared.downstream.idempotent_write import request_hash
 
@@ -43,13 +43,6 @@ def test_a_refund_may_give_back_what_is_left_of_its_debit():
 ])
 def test_a_refund_is_refused_with_a_stable_reason(wallet, debit, amount, currency, reason):
     assert refund_refusal(wallet, debit, amount, currency) is reason
-
-
-def test_the_tenant_is_read_from_the_canonical_wallet_id():
-    assert tenant_of("tenant/acme/w-1") == "acme"
-    for bad in ("w-1", "tenant/acme", "tenant//w-1", "x/tenant/acme/w-1"):
-        with pytest.raises(ValueError):
-            tenant_of(bad)
 
 
 def test_the_request_hash_ignores_key_order_and_sees_every_value():

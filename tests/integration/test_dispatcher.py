@@ -17,15 +17,13 @@ from services.dispatcher.main import run_dispatcher
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.repository import unresolved
 from services.dispatcher.resolve_cli import Repair, resolve
-from services.registry import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
-from shared import faults
 from shared.config import Settings
 from shared.messaging import lag
 from shared.messaging.operator_publish import publish
-from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization, call_row,
-                                    debit_intent, park_other_tests_calls, running_wallet_on,
+from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
+                                    call_row, debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
 from tests.support.wallet import balance, debits_under, new_wallet
 
@@ -34,15 +32,8 @@ pytestmark = pytest.mark.infra
 
 @pytest.fixture
 async def stage(pool, endpoints, tmp_path) -> Stage:
-    for schema in ("dispatcher", "wallet", "warehouse"):
-        await migrate_service(pool, schema)
-    stage = Stage(tmp_path, endpoints)
-    stage.write_registry()
-    stage.write_policy()
-    await stage.create_topics()
-    await park_other_tests_calls(pool)
-    yield stage
-    faults.configure("")
+    async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
+        yield prepared
 
 
 @asynccontextmanager

@@ -9,20 +9,19 @@ import asyncio
 import signal
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import pytest
 
-from services.registry import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
 from shared.messaging.operator_publish import publish
 from tests.support.dispatch import (Stage, attempts, authorization, call_row, call_state,
-                                    debit_intent, park_other_tests_calls, running_wallet_on,
+                                    debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
 from tests.support.kafka import wait_for
 from tests.support.processes import ServiceProcess
@@ -33,15 +32,8 @@ pytestmark = pytest.mark.infra
 
 @pytest.fixture
 async def stage(pool, endpoints, tmp_path) -> Stage:
-    for schema in ("dispatcher", "wallet", "warehouse"):
-        await migrate_service(pool, schema)
-    stage = Stage(tmp_path, endpoints)
-    stage.write_registry()
-    stage.write_policy()
-    await stage.create_topics()
-    await park_other_tests_calls(pool)
-    yield stage
-    faults.configure("")
+    async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
+        yield prepared
 
 
 def free_port() -> int:
@@ -96,6 +88,23 @@ async def against_a_failing_wallet(stage: Stage, pool, max_attempts: int, *,
     return intent, await attempts(pool, intent.logical_call_id)
 
 
+async def crash_then_restart(stage: Stage, pool, intent, crash_point: str,
+                             while_down: Callable[[], Awaitable[None]] | None = None) -> None:
+    """A dispatcher that exits at ``crash_point`` on its first hit; ``while_down`` checks the
+    world while it is dead; a second dispatcher then settles the call, SUCCEEDED."""
+    first = dispatcher(stage, "first", faults=f"{crash_point}=exit@1")
+    await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                  authorization(intent, stage.write_policy()))
+    assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+    if while_down is not None:
+        await while_down()
+    second = dispatcher(stage, "second")
+    try:
+        assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+    finally:
+        second.stop()
+
+
 async def stale_writes(pool, run_id: str) -> list[dict]:
     rows = await pool.fetch("SELECT worker_id, held_fence, current_fence, action"
                             " FROM dispatcher.stale_writes WHERE run_id = $1", run_id)
@@ -110,17 +119,12 @@ async def test_killed_after_the_wallet_committed_and_before_recording_then_recon
     http_wallet(stage, port)
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 4000)
+    async def the_wallet_did_commit() -> None:
+        assert await debits_under(pool, intent.operation_key) == 1
+
     async with relay_and_wallet(stage, http_port=port):
-        first = dispatcher(stage, "first", faults="dispatcher.after_send_before_record=exit@1")
-        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                      authorization(intent, stage.write_policy()))
-        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
-        assert await debits_under(pool, intent.operation_key) == 1  # the wallet did commit
-        second = dispatcher(stage, "second")
-        try:
-            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
-        finally:
-            second.stop()
+        await crash_then_restart(stage, pool, intent, "dispatcher.after_send_before_record",
+                                 the_wallet_did_commit)
     assert await debits_under(pool, intent.operation_key) == 1
     history = await attempts(pool, intent.logical_call_id)
     assert len(history) >= 2
@@ -142,15 +146,7 @@ async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, po
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 1500)
     async with relay_and_wallet(stage, faults="wallet.after_commit_drop_response=drop@1"):
-        first = dispatcher(stage, "first", faults="dispatcher.after_send_before_record=exit@1")
-        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                      authorization(intent, stage.write_policy()))
-        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
-        second = dispatcher(stage, "second")
-        try:
-            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
-        finally:
-            second.stop()
+        await crash_then_restart(stage, pool, intent, "dispatcher.after_send_before_record")
     assert await debits_under(pool, intent.operation_key) == 1
     assert [(a["kind"], a["status"]) for a in await attempts(pool, intent.logical_call_id)] == [
         ("send", "unknown"), ("lookup", "applied")]
@@ -159,18 +155,13 @@ async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, po
 async def test_killed_after_recording_the_intent_and_before_sending(stage, pool):
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 900)
-    async with relay_and_wallet(stage):
-        first = dispatcher(stage, "first", faults="dispatcher.after_intent_before_send=exit@1")
-        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                      authorization(intent, stage.write_policy()))
-        assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+    async def recorded_but_not_sent() -> None:
         assert (await call_row(pool, intent.logical_call_id))["state"] == "INTENT_RECORDED"
         assert await debits_under(pool, intent.operation_key) == 0
-        second = dispatcher(stage, "second")
-        try:
-            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
-        finally:
-            second.stop()
+
+    async with relay_and_wallet(stage):
+        await crash_then_restart(stage, pool, intent, "dispatcher.after_intent_before_send",
+                                 recorded_but_not_sent)
     assert await debits_under(pool, intent.operation_key) == 1
     assert len(await attempts(pool, intent.logical_call_id)) == 1
 

@@ -18,9 +18,10 @@ from services.dispatcher.settings import DispatcherSettings
 from services.policy.loader import load_policy
 from services.policy.settings import PolicySettings
 from services.proposal_intake.settings import IntakeSettings
+from services.registry import migrate_service
 from services.wallet.main import run_wallet
 from services.wallet.settings import WalletSettings
-from shared import capabilities
+from shared import capabilities, faults
 from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
 from shared.contracts.intake import ToolIntent
@@ -157,6 +158,23 @@ def authorization(intent: ToolIntent, policy_version: str, *, expires_in: float 
                             policy_version=policy_version, rule="test", capability=capability)
     return Envelope.new(event_type=AUTHORIZATION_ALLOWED, run_id=intent.run_id, producer="policy",
                         payload=payload.model_dump(mode="json"))
+
+
+@asynccontextmanager
+async def dispatcher_stage(pool, endpoints: Endpoints, folder: Path) -> AsyncIterator[Stage]:
+    """A migrated, parked stage with the example registry and an allow-all policy; the fault
+    rules an in-process wallet set are cleared when the test ends."""
+    for schema in ("dispatcher", "wallet", "warehouse"):
+        await migrate_service(pool, schema)
+    stage = Stage(folder, endpoints)
+    stage.write_registry()
+    stage.write_policy()
+    await stage.create_topics()
+    await park_other_tests_calls(pool)
+    try:
+        yield stage
+    finally:
+        faults.configure("")
 
 
 async def park_other_tests_calls(pool) -> None:

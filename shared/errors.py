@@ -27,11 +27,22 @@ _RETRYABLE_POSTGRES = (
     asyncpg.exceptions.SerializationError,
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,  # another backend crashed: the server restarts
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.LockNotAvailableError,
     asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.InternalClientError,
 )
+"""The server went away, is starting, stopping or busy, or a conflict a retry resolves.
+
+``InternalClientError`` is here because of outages: when PostgreSQL ends busy sessions on
+shutdown (57P01 from ``pg_ctl stop -m fast``), asyncpg's protocol may meet the server's goodbye
+in the middle of its own state change and raise "cannot switch to state N; another operation
+(2) is in progress" instead of a connection error (MagicStack/asyncpg#1069). The connection is
+closed by then and the pool replaces it. Left unclassified it counted as permanent: the relay's
+scanner re-raised it and the whole relay exited; the policy's sweep would have stopped the
+policy service the same way."""
 
 _LOCAL_FILE_ERRORS = (PermissionError, FileNotFoundError, FileExistsError, IsADirectoryError,
                       NotADirectoryError)

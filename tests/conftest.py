@@ -2,7 +2,9 @@
 
 Order of preference: endpoints given by environment (INTENTLEDGER_KAFKA_BOOTSTRAP and
 INTENTLEDGER_DATABASE_URL), else the local processes of ``shared.infra`` (or testcontainers
-where a Docker daemon answers), started into ``.intentledger/test`` and stopped at the end.
+where a Docker daemon answers), started into ``.intentledger/test`` (or
+INTENTLEDGER_TEST_HOME, so two sessions on one machine do not share a broker) and stopped at
+the end.
 With INTENTLEDGER_REQUIRE_INFRA=1 (CI) a skipped infrastructure test counts as a failure.
 """
 
@@ -27,8 +29,8 @@ def infra_settings() -> Settings | None:
         return
     from shared import infra
 
-    settings = Settings(home=ROOT / ".intentledger" / "test", kafka_port=0, kafka_controller_port=0,
-                        postgres_port=0)
+    home = Path(os.environ.get("INTENTLEDGER_TEST_HOME") or ROOT / ".intentledger" / "test")
+    settings = Settings(home=home, kafka_port=0, kafka_controller_port=0, postgres_port=0)
     infra.up(settings)
     yield settings
     infra.down(settings)

@@ -74,11 +74,21 @@ def ensure_postgres(settings: Settings, home: Path, state: InfraState, taken: se
         container_id, url = containers.start_postgres(settings.database_name)
         state.postgres = ServiceState(mode="docker", container_id=container_id, endpoint=url)
     else:
+        start_local_postgres(settings, home, state, taken)
+
+
+def start_local_postgres(settings: Settings, home: Path, state: InfraState, taken: set[int] | None) -> None:
+    """Start the cluster; ``taken=None`` demands the recorded port, as clients already hold it."""
+    if taken is None:
+        port = state.postgres.ports["postgres"]
+        if busy := wait_free((port,), timeout=15.0):
+            raise InfraError(f"cannot restart PostgreSQL on its port: {busy} still in use")
+    else:
         port = choose([state.postgres.ports.get("postgres"), settings.postgres_port], taken)
-        pid = postgres_local.start(settings, postgres_bindir(), home, port)
-        state.postgres = _local_postgres(settings, pid, port)
-        say(f"started PostgreSQL (local, pid {pid}) at {state.postgres.endpoint}, "
-            f"log {postgres_local.log_file(settings, home)}")
+    pid = postgres_local.start(settings, postgres_bindir(), home, port)
+    state.postgres = _local_postgres(settings, pid, port)
+    say(f"started PostgreSQL (local, pid {pid}) at {state.postgres.endpoint}, "
+        f"log {postgres_local.log_file(settings, home)}")
 
 
 def docker_wanted(settings: Settings) -> bool:

@@ -85,9 +85,11 @@ def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
     return serving[0]
 
 
-def stop(bindir: Path, home: Path) -> None:
+def stop(bindir: Path, home: Path, mode: str = "fast") -> None:
+    """``fast``: sessions terminated, a checkpoint, a clean stop. ``immediate``: every process
+    killed at once, no checkpoint; the next start runs crash recovery."""
     if running(home) is not None:
-        _run([bindir / "pg_ctl", "-D", data_dir(home), "-m", "fast", "-w", "-t", "30", "stop"], "pg_ctl stop")
+        _run([bindir / "pg_ctl", "-D", data_dir(home), "-m", mode, "-w", "-t", "30", "stop"], "pg_ctl stop")
 
 
 async def ensure_database(port: int, name: str) -> None:

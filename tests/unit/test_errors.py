@@ -14,6 +14,10 @@ from shared.errors import PermanentError, RetryableError, is_retryable
     asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed mid-operation"),
     asyncpg.exceptions.ConnectionFailureError("connection failure"),
     asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
+    asyncpg.exceptions.CrashShutdownError("terminating connection because of crash of another "
+                                          "server process"),
+    asyncpg.exceptions.InternalClientError("cannot switch to state 15; another operation (2) is "
+                                           "in progress"),  # PostgreSQL stopped mid-query
     asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
     asyncpg.exceptions.TooManyConnectionsError("too many clients"),
     asyncpg.exceptions.SerializationError("could not serialize access"),

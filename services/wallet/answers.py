@@ -11,7 +11,8 @@ functions, so they cannot drift. For a request the order of the checks is the co
    this request: refusing it would deny an effect that exists. Settled for other arguments:
    ``rejected`` ``operation_key_reused``.
 3. **the request itself** — unknown tool, arguments that do not fit, a passed deadline, or a
-   refusal injected at ``wallet.refuse`` (``drop``): ``rejected``, the key is released
+   refusal injected at ``wallet.refuse`` (``drop``; ``wallet.refuse_refund`` refuses refunds
+   only, the compensation that cannot succeed): ``rejected``, the key is released
    unsettled, so a lookup answers ``not_found`` and a later request under the key is new.
 4. **the effect** — applied, or refused by the wallet's rules; either answer is recorded
    against the key and replayed to every later request under it.
@@ -94,6 +95,8 @@ async def _admissible(request: EffectRequested) -> DebitArguments | WalletReason
         return WalletReason.INVALID_ARGUMENTS
     try:
         await faults.hit("wallet.refuse")
+        if request.tool_name == "wallet.refund":
+            await faults.hit("wallet.refuse_refund")
     except faults.ResponseDropped:
         return WalletReason.REFUSED
     return arguments

@@ -37,7 +37,8 @@ class WalletReason(StrEnum):
     INVALID_ARGUMENTS = "invalid_arguments"
     """The canonical arguments do not fit the tool's argument model."""
     REFUSED = "refused"
-    """The wallet declined to act (the ``wallet.refuse`` fault point)."""
+    """The wallet declined to act (the ``wallet.refuse`` and ``wallet.refuse_refund`` fault
+    points)."""
 
 
 class DebitArguments(BaseModel):

@@ -1,4 +1,10 @@
-"""The wallet's effects: a debit or a refund applied under row locks, or the rule that refuses it."""
+"""The wallet's effects: a debit or a refund applied under row locks, or the rule that refuses it.
+
+Fault point (DESIGN.md §6, through ``shared.faults``): ``wallet.echo_memo`` (``drop``) makes an
+applied debit's result also carry the request's ``memo`` verbatim, as a careless downstream
+echoes caller text: tool output with text in it that nobody validated, which must never be
+promoted to the agent (DESIGN.md §5.9; the result schema declares no ``memo``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import asyncpg
 from services.wallet import repository as repo
 from services.wallet.contracts import DebitArguments, RefundArguments, WalletReason
 from services.wallet.domain import debit_refusal, refund_refusal
+from shared import faults
 from shared.contracts.effect_requests import EffectRequested
 from shared.ids import new_event_id
 
@@ -34,7 +41,12 @@ async def _debit(conn: asyncpg.Connection, request: EffectRequested, args: Debit
     debit_id = str(new_event_id())
     await repo.insert_debit(conn, debit_id, wallet, args.amount, request)
     balance = await repo.change_balance(conn, wallet, -args.amount)
-    return {"debit_id": debit_id, "balance_minor": balance}, None
+    result: dict[str, Any] = {"debit_id": debit_id, "balance_minor": balance}
+    try:
+        await faults.hit("wallet.echo_memo")
+    except faults.ResponseDropped:
+        result["memo"] = request.canonical_arguments.get("memo")
+    return result, None
 
 
 async def _refund(conn: asyncpg.Connection, request: EffectRequested, args: RefundArguments) -> Applied:

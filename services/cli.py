@@ -70,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--verify", action="store_true",
                         help="exit 1 and print the first differing record on a mismatch")
 
+    chaos = commands.add_parser("chaos", help="fault protocols: declared crash scenarios run "
+                                "against the real stack")
+    chaos_actions = chaos.add_subparsers(dest="chaos_action", required=True)
+    chaos_run = chaos_actions.add_parser("run", help="run protocol files (or directories of them)")
+    chaos_run.add_argument("files", nargs="+", help="fault-protocol JSON files or directories")
+    chaos_run.add_argument("--json", action="store_true", help="print the reports as JSON")
+
     _operator_commands(commands)
 
     args = parser.parse_args(argv)
@@ -136,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_resolve(settings, args))
     if args.command in ("runs", "unknown", "dlq"):
         return asyncio.run(_operator(settings, args))
+    if args.command == "chaos":
+        from services.chaos.cli import chaos_run
+
+        return asyncio.run(chaos_run(settings, args.files, as_json_output=args.json))
     if args.command == "replay":
         from services.projection.replay_cli import replay_command
 

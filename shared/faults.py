@@ -8,7 +8,9 @@
 
 Without ``@nth`` a rule fires on every hit; with it, only on that hit (1-based). Code calls
 ``await hit("relay.after_publish_before_mark")`` at the named place; with no rule for the
-point this is a dictionary lookup.
+point this is a dictionary lookup. Every firing is announced on stderr (``fault injected:
+<point> -> <action>``): a fault protocol that never fired its fault has tested nothing, and the
+chaos runner reads this line to tell.
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ async def hit(point: str) -> None:
     _hits[point] += 1
     if rule.nth is not None and _hits[point] != rule.nth:
         return
+    print(f"fault injected: {point} -> {rule.action}", file=sys.stderr, flush=True)
     if rule.action == "exit":
-        print(f"fault injected: {point} -> exit", file=sys.stderr, flush=True)
         os._exit(EXIT_CODE)
     if rule.action == "drop":
         raise ResponseDropped(point)

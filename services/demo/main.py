@@ -68,6 +68,8 @@ async def run_demo(settings: Settings) -> int:
         print("\nto look around: .venv/bin/intentledger runs list | runs show <run> | unknown list;"
               "\n               INTENTLEDGER_QUERY_API_KEYS='{\"ops\": \"*\"}' .venv/bin/intentledger serve query"
               "\n               (then curl -H 'Authorization: Bearer ops' localhost:8090/v1/runs)"
+              "\nto break it on purpose: .venv/bin/intentledger chaos run fault-protocols/"
+              "  (the shipped crash scenarios; see the README)"
               "\nto stop Kafka and PostgreSQL: .venv/bin/intentledger infra down")
     print("\ndemo OK" if ok else "\ndemo FAILED")
     return 0 if ok else 1

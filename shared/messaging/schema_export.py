@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from shared.contracts.fault_protocol import FaultProtocol
 from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
                                                authorizations_schema, dispatch_schema, resolutions_schema,
                                                effect_receipts_schema,
@@ -46,6 +47,11 @@ def reason_codes_document() -> dict:
     }
 
 
+def fault_protocol_schema() -> dict:
+    """Not a message: the file format of ``intentledger chaos run``, for editors and CI."""
+    return identified("fault-protocol.schema.json", FaultProtocol.model_json_schema())
+
+
 GENERATED: dict[str, Callable[[], dict]] = {
     "envelope.schema.json": envelope_schema,
     "agent.proposals.schema.json": proposals_schema,
@@ -59,6 +65,7 @@ GENERATED: dict[str, Callable[[], dict]] = {
     f"{EFFECT_REQUESTS}.schema.json": effect_requests_schema,
     f"{EFFECT_RECEIPTS}.schema.json": effect_receipts_schema,
     REASON_CODES: reason_codes_document,
+    "fault-protocol.schema.json": fault_protocol_schema,
 }
 
 

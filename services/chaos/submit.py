@@ -1,0 +1,84 @@
+"""Sending a protocol's proposals the way agents do: through the SDK, in the format each names,
+one model turn per message (parallel tool calls travel together)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from shared.contracts.fault_protocol import Proposal, RawRecord
+from shared.client import ProposalClient
+from shared.client.agent import Outcome
+
+
+@dataclass(frozen=True)
+class Sent:
+    proposal: Proposal
+    run_id: str
+    outcome: Outcome
+
+    @property
+    def logical_call_id(self) -> str | None:
+        return self.outcome.payload.get("logical_call_id")
+
+
+def turns(proposals: list[Proposal]) -> Iterator[list[Proposal]]:
+    """Proposals in file order; those naming the same message form one turn, sent at the place
+    of the first of them."""
+    seen: set[str] = set()
+    for proposal in proposals:
+        if proposal.message is None:
+            yield [proposal]
+        elif proposal.message not in seen:
+            seen.add(proposal.message)
+            yield [p for p in proposals if p.message == proposal.message]
+
+
+async def send_turn(bootstrap: str, run_id: str, turn: list[Proposal], timeout: float) -> list[Sent]:
+    first = turn[0]
+    async with ProposalClient(bootstrap, run_id=run_id, principal_id=first.principal,
+                              tenant_id=first.tenant) as agent:
+        if first.format == "generic":
+            outcomes = [await agent.propose(first.tool, first.arguments, call_id=_call_id(first),
+                                            operation_key=first.operation_key, timeout=timeout)]
+        else:
+            keys = {_call_id(p): p.operation_key for p in turn if p.operation_key}
+            message = _message(first.format, turn)
+            submit = agent.propose_openai_chat if first.format == "openai.chat" \
+                else agent.propose_anthropic
+            outcomes = await submit(message, operation_keys=keys or None, timeout=timeout)
+    return [Sent(proposal, run_id, outcome) for proposal, outcome in zip(turn, outcomes)]
+
+
+def _message(format_: str, turn: list[Proposal]) -> dict[str, Any]:
+    if format_ == "openai.chat":
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": _call_id(p), "type": "function",
+             "function": {"name": p.tool, "arguments": json.dumps(p.arguments)}} for p in turn]}
+    return {"role": "assistant", "content": [
+        {"type": "tool_use", "id": _call_id(p), "name": p.tool, "input": p.arguments}
+        for p in turn]}
+
+
+def _call_id(proposal: Proposal) -> str:
+    return proposal.call_id or proposal.name
+
+
+async def publish_raw(bootstrap: str, records: list[RawRecord]) -> dict[str, tuple[str, int, int]]:
+    """Publish each record's bytes verbatim; returns where each landed (topic, partition, offset)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        placed = {}
+        for record in records:
+            sent = await producer.send_and_wait(
+                record.topic, record.value.encode(),
+                key=record.key.encode() if record.key is not None else None)
+            placed[record.name] = (record.topic, sent.partition, sent.offset)
+        return placed
+    finally:
+        await producer.stop()

@@ -1,0 +1,59 @@
+"""Judging assertions: each operator, dotted fields, facts at a fault's moment, and what is not
+measured never passing."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.chaos.assertions import evaluate
+from services.chaos.facts import Facts
+from shared.contracts.fault_protocol import Assertion
+
+FINAL = Facts(
+    calls={"debit": {"business_effects": 1, "events": ["ProposalAccepted", "ToolEffectReconciled"],
+                     "settled": {"status": "SUCCEEDED", "result": {"debit_id": "d-1"}},
+                     "state": "SUCCEEDED"}},
+    runs={"main": {"run_status": "completed", "stop_reason": None}},
+    scenario={"dead_letters": 3, "projection_replay_agrees": True},
+    wallets={"tenant/acme/w-${nonce}": 6000})
+AT_CRASH = Facts(calls={"debit": {"business_effects": 0}})
+
+
+def judge(**fields):
+    return evaluate(Assertion(**fields), FINAL, {"crash": AT_CRASH})
+
+
+@pytest.mark.parametrize("fields, holds", [
+    ({"fact": "business_effects", "call": "debit", "value": 1}, True),
+    ({"fact": "business_effects", "call": "debit", "value": 2}, False),
+    ({"fact": "business_effects", "call": "debit", "op": ">=", "value": 1}, True),
+    ({"fact": "business_effects", "call": "debit", "op": "<", "value": 1}, False),
+    ({"fact": "events", "call": "debit", "op": "contains", "value": "ToolEffectReconciled"}, True),
+    ({"fact": "events", "call": "debit", "op": "not_contains", "value": "ProposalAccepted"}, False),
+    ({"fact": "state", "call": "debit", "op": "in", "value": ["SUCCEEDED", "FAILED"]}, True),
+    ({"fact": "settled", "call": "debit", "field": "status", "value": "SUCCEEDED"}, True),
+    ({"fact": "settled", "call": "debit", "field": "result", "op": "not_contains",
+      "value": "memo"}, True),
+    ({"fact": "run_status", "run": "main", "value": "completed"}, True),
+    ({"fact": "dead_letters", "op": ">=", "value": 4}, False),
+    ({"fact": "projection_replay_agrees", "value": True}, True),
+    ({"fact": "wallet_balance_minor", "wallet": "tenant/acme/w-${nonce}", "value": 6000}, True),
+    ({"fact": "business_effects", "call": "debit", "at": "crash", "value": 0}, True),
+])
+def test_operators_fields_and_moments(fields, holds):
+    assert judge(**fields).holds is holds
+
+
+def test_a_fact_that_was_not_measured_never_holds():
+    verdict = judge(fact="settled", call="debit", field="result.memo", op="!=", value="x")
+    assert (verdict.holds, verdict.measured) == (False, "not measured")
+
+
+def test_a_moment_that_never_came_never_holds():
+    verdict = evaluate(Assertion(fact="business_effects", call="debit", at="crash", value=0),
+                       FINAL, {})
+    assert not verdict.holds and "never fired" in verdict.measured
+
+
+def test_a_comparison_of_incomparable_values_fails_instead_of_raising():
+    assert not judge(fact="business_effects", call="debit", op=">", value="many").holds

@@ -20,6 +20,7 @@ from typing import Any
 
 from services.chaos import facts as measured
 from services.chaos.assertions import Verdict, evaluate
+from services.chaos.environment import service_env
 from services.chaos.positions import Positions
 from services.chaos.quiescence import MOVING, wait_quiet
 from services.chaos.stack import Replica as Process
@@ -341,38 +342,13 @@ class Scenario:
 
     def _env(self, service: str, replica: Process | None = None, *, armed: bool = True
              ) -> dict[str, str]:
-        """The scenario's settings for ``service``, with the fault rules not yet fired; only
+        """The scenario's settings for ``service`` with the fault rules not yet fired; only
         replica 1 of a service carries injected faults (a started replica is never armed)."""
-        env: dict[str, str] = {}
-        limits = self.protocol.limits
-        policy, tools = (str((self.path.parent / name).resolve()) if name else None
-                         for name in (self.protocol.policy_file, self.protocol.tools_file))
-        if service == "proposal-intake":
-            for name, value in (("DEFAULT_RUN_SECONDS", limits.run_seconds),
-                                ("DEFAULT_MAX_CALLS", limits.run_calls),
-                                ("DEFAULT_MAX_ATTEMPTS", limits.run_attempts)):
-                if value is not None:
-                    env[f"INTENTLEDGER_INTAKE_{name}"] = str(value)
-        if service == "dispatcher":
-            env["INTENTLEDGER_DISPATCHER_LEASE_TTL_S"] = str(limits.lease_ttl_s)
-            for name, value in (("MAX_LOOKUPS", limits.lookups),
-                                ("RECOVERY_RESERVE_S", limits.recovery_reserve_s),
-                                ("POLICY_FILE", policy), ("TOOLS_FILE", tools)):
-                if value is not None:
-                    env[f"INTENTLEDGER_DISPATCHER_{name}"] = str(value)
-        if service == "policy" and policy:
-            env["INTENTLEDGER_POLICY_POLICY_FILE"] = policy
-        if service in ("proposal-intake", "policy") and tools:
-            env["INTENTLEDGER_INTAKE_TOOLS_FILE"] = tools  # the policy reads the intake's registry
-        if tuning := self.protocol.services.get(service):
-            env |= tuning.env
-        if armed and (replica is None or replica.number == 1):
-            rules = [_rule_text(rule) for rule in self._inject_rules(service)
-                     if self.records[rule.id].fired_at_s is None
-                     and not (replica and self._fired_in_log(replica, rule))]
-            if rules:
-                env["INTENTLEDGER_FAULTS"] = ",".join(rules)
-        return env
+        rules = [rule for rule in self._inject_rules(service)
+                 if armed and (replica is None or replica.number == 1)
+                 and self.records[rule.id].fired_at_s is None
+                 and not (replica and self._fired_in_log(replica, rule))]
+        return service_env(self.protocol, self.path, service, rules)
 
     def _subjects(self, placements: list[tuple[str, int, int]]) -> measured.Subjects:
         sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Outcome(
@@ -407,8 +383,3 @@ class Scenario:
 def _hits(replica: Process, rule: Inject) -> int:
     mark = f"fault injected: {rule.point} -> {rule.action}\n".encode()
     return replica.log_path.read_bytes().count(mark) if replica.log_path.exists() else 0
-
-
-def _rule_text(rule: Inject) -> str:
-    action = f"delay:{rule.seconds}" if rule.action == "delay" else rule.action
-    return f"{rule.point}={action}" + (f"@{rule.hit}" if rule.hit else "")

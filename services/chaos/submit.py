@@ -46,19 +46,28 @@ async def send_turn(bootstrap: str, run_id: str, turn: list[Proposal], timeout: 
             outcomes = [await agent.propose(first.tool, first.arguments, call_id=_call_id(first),
                                             operation_key=first.operation_key, timeout=timeout)]
         else:
-            keys = {_call_id(p): p.operation_key for p in turn if p.operation_key}
+            keys = {_call_id(p): p.operation_key for p in turn if p.operation_key} or None
             message = _message(first.format, turn)
-            submit = agent.propose_openai_chat if first.format == "openai.chat" \
-                else agent.propose_anthropic
-            outcomes = await submit(message, operation_keys=keys or None, timeout=timeout)
+            if first.format == "openai.responses":
+                outcomes = await agent.propose_openai_responses(
+                    message["output"], operation_keys=keys, timeout=timeout)
+            else:
+                submit = agent.propose_openai_chat if first.format == "openai.chat" \
+                    else agent.propose_anthropic
+                outcomes = await submit(message, operation_keys=keys, timeout=timeout)
     return [Sent(proposal, run_id, outcome) for proposal, outcome in zip(turn, outcomes)]
 
 
 def _message(format_: str, turn: list[Proposal]) -> dict[str, Any]:
+    """The turn as the provider's API returns it (what an agent framework would forward)."""
     if format_ == "openai.chat":
         return {"role": "assistant", "content": None, "tool_calls": [
             {"id": _call_id(p), "type": "function",
              "function": {"name": p.tool, "arguments": json.dumps(p.arguments)}} for p in turn]}
+    if format_ == "openai.responses":
+        return {"output": [{"type": "function_call", "id": f"fc_{_call_id(p)}",
+                            "call_id": _call_id(p), "name": p.tool, "status": "completed",
+                            "arguments": json.dumps(p.arguments)} for p in turn]}
     return {"role": "assistant", "content": [
         {"type": "tool_use", "id": _call_id(p), "name": p.tool, "input": p.arguments}
         for p in turn]}

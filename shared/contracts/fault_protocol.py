@@ -88,10 +88,10 @@ class Proposal(_Strict):
         "The run it belongs to, by name; the run id is new per execution."))
     principal: str = "agent-7"
     tenant: str = "acme"
-    format: Literal["generic", "openai.chat", "anthropic"] = "generic"
+    format: Literal["generic", "openai.chat", "openai.responses", "anthropic"] = "generic"
     message: Name | None = Field(default=None, description=(
         "Proposals naming the same message are sent as one model turn (parallel tool calls); "
-        "openai.chat and anthropic only."))
+        "not for generic."))
     call_id: str | None = Field(default=None, description=(
         "The model provider's tool-call id (default: the name). Providers reuse these across "
         "turns; intentledger never takes them for business identity."))
@@ -301,7 +301,7 @@ class FaultProtocol(_Strict):
                 raise ValueError(f"{proposal.name} waits for {proposal.after.call!r}, "
                                  "which is not an earlier proposal")
             if proposal.message and proposal.format == "generic":
-                raise ValueError(f"{proposal.name}: only openai.chat and anthropic carry messages")
+                raise ValueError(f"{proposal.name}: the generic format carries no messages")
         for fault in self.faults:
             trigger = getattr(fault, "when", None)
             if trigger and trigger.call and trigger.call not in names:

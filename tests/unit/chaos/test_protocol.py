@@ -87,7 +87,7 @@ def _with(**changes) -> dict:
                     "when": {"call": "ghost", "state": "DISPATCHING"}}]), "unknown call"),
     (_with(faults=[{"kind": "flood", "id": "f"}]), "kind"),
     (_with(surprise=True), "surprise"),
-    (_with(proposals=[MINIMAL["proposals"][0] | {"message": "turn-1"}]), "carry messages"),
+    (_with(proposals=[MINIMAL["proposals"][0] | {"message": "turn-1"}]), "carries no messages"),
 ])
 def test_a_protocol_that_does_not_add_up_is_refused(document, complaint):
     with pytest.raises(ValidationError, match=complaint):

@@ -30,3 +30,11 @@ def test_anthropic_turn_carries_tool_use_blocks():
                      message="m", call_id="toolu_1")]
     assert _message("anthropic", turn)["content"] == [
         {"type": "tool_use", "id": "toolu_1", "name": "wallet_debit", "input": {"x": 1}}]
+
+
+def test_openai_responses_turn_carries_function_call_items_paired_by_call_id():
+    turn = [Proposal(name="a", tool="wallet_debit", arguments={"x": 1}, format="openai.responses",
+                     message="m", call_id="call_9")]
+    [item] = _message("openai.responses", turn)["output"]
+    assert (item["type"], item["call_id"], json.loads(item["arguments"])) == (
+        "function_call", "call_9", {"x": 1})

@@ -57,6 +57,6 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if (report.skipped and os.environ.get("INTENTLEDGER_REQUIRE_INFRA") == "1"
-            and item.get_closest_marker("infra")):
+            and (item.get_closest_marker("infra") or item.get_closest_marker("tooling"))):
         report.outcome = "failed"
         report.longrepr = f"infrastructure test skipped in CI: {report.longrepr}"

@@ -1,0 +1,70 @@
+-- Who may do what in the intentledger database. Run by the migration Job (migrate-job.yaml) as
+-- the migration role `intentledger` right after `intentledger migrate`; idempotent, so every
+-- migration run ends with it. CloudNativePG (postgres-cluster.yaml) creates the login roles and
+-- makes `intentledger` a member of every service role; this file decides ownership and grants.
+--
+-- Migrations create objects as `intentledger`; here each service role is made the owner of its
+-- schema and of every table in it (so a service can re-check its migrations at start and use
+-- its tables, and nothing else). Roles that do not exist are skipped: the reference downstreams
+-- (wallet, warehouse) have roles only where the overlay deploys them.
+DO $grants$
+DECLARE
+    owners CONSTANT text[] := ARRAY[
+        -- schema          owning login role
+        'proposal_intake', 'proposal_intake',
+        'policy',          'policy',
+        'dispatcher',      'dispatcher',
+        'projection',      'projection',
+        'query',           'query',
+        'wallet',          'wallet',
+        'warehouse',       'warehouse'];
+    i integer;
+    schema_name text;
+    role_name text;
+    relation record;
+BEGIN
+    FOR i IN 1 .. array_length(owners, 1) BY 2 LOOP
+        schema_name := owners[i];
+        role_name := owners[i + 1];
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name);
+        -- A service re-runs its own migrations at start (services/registry.py), and
+        -- CREATE SCHEMA IF NOT EXISTS checks this privilege even when the schema exists.
+        EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO %I', current_database(), role_name);
+        CONTINUE WHEN to_regnamespace(quote_ident(schema_name)) IS NULL;
+        EXECUTE format('ALTER SCHEMA %I OWNER TO %I', schema_name, role_name);
+        FOR relation IN
+            SELECT c.oid::regclass AS name, c.relkind
+            FROM pg_class c
+            WHERE c.relnamespace = to_regnamespace(quote_ident(schema_name))
+              AND c.relkind IN ('r', 'p', 'v', 'm')
+              AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = role_name)
+        LOOP
+            -- Sequences of serial and identity columns follow their table.
+            EXECUTE format('ALTER %s %s OWNER TO %I',
+                           CASE relation.relkind WHEN 'v' THEN 'VIEW'
+                                                 WHEN 'm' THEN 'MATERIALIZED VIEW'
+                                                 ELSE 'TABLE' END,
+                           relation.name, role_name);
+        END LOOP;
+        -- The relay publishes every outbox: it may read, mark and purge outbox rows, nothing else.
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'relay')
+           AND to_regclass(format('%I.outbox', schema_name)) IS NOT NULL THEN
+            EXECUTE format('GRANT USAGE ON SCHEMA %I TO relay', schema_name);
+            EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.outbox TO relay', schema_name);
+        END IF;
+    END LOOP;
+
+    -- The query API re-checks the projection's migrations at start (its row-level security is
+    -- defined on the projection's tables) and reads them only as one of the two NOLOGIN roles
+    -- services/query/migrations/0001_query.sql creates (SET LOCAL ROLE per request).
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
+       AND to_regclass('projection.schema_migrations') IS NOT NULL THEN
+        GRANT USAGE, CREATE ON SCHEMA projection TO query;
+        GRANT SELECT ON projection.schema_migrations TO query;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
+       AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'intentledger_query_tenant') THEN
+        GRANT intentledger_query_tenant, intentledger_query_operator TO query;
+    END IF;
+END
+$grants$;

@@ -1,0 +1,141 @@
+"""What the deployment files (Dockerfile, docker-compose.yml) are checked against: the command
+line and the settings the code defines, read from the code itself so the files cannot drift."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import pkgutil
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from pydantic import AliasChoices
+from pydantic_settings import BaseSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Processes a deployment runs from the image: the services, and the migrations before them.
+DEPLOYED_COMMANDS = ("serve", "migrate")
+
+#: Settings of the runtime contract the health work implements (issue 7, deliverable 4): the
+#: Dockerfile and compose already set them. Once a settings class reads a name, drop it here.
+PENDING_RUNTIME_ENV = frozenset({"INTENTLEDGER_HEALTH_HOST", "INTENTLEDGER_HEALTH_PORT",
+                                 "INTENTLEDGER_OTLP"})
+HEALTH_PORT = 8081
+"""The contract's default ``INTENTLEDGER_HEALTH_PORT``."""
+
+
+class _Captured(Exception):
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """``intentledger``'s argument parser, as ``services.cli.main`` builds it."""
+
+    parser: argparse.ArgumentParser
+
+    @property
+    def commands(self) -> dict[str, argparse.ArgumentParser]:
+        return _subcommands(self.parser)
+
+    @property
+    def serve_choices(self) -> tuple[str, ...]:
+        service = next(action for action in self.commands["serve"]._actions
+                       if action.dest == "service")
+        return tuple(service.choices)
+
+    def error(self, argv: list[str]) -> str | None:
+        """Why ``intentledger <argv>`` would be refused, or None when it parses."""
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                _ORIGINAL_PARSE(self.parser, list(argv))
+        except SystemExit as refused:
+            return stderr.getvalue().strip().splitlines()[-1] if refused.code else "prints help"
+        return None
+
+
+_ORIGINAL_PARSE = argparse.ArgumentParser.parse_args
+
+
+@cache
+def cli_grammar() -> Grammar:
+    """Build the real parser by running ``main`` up to the moment it would parse."""
+    from services import cli
+
+    def capture(parser: argparse.ArgumentParser, *args, **kwargs):
+        raise _Captured(parser)
+
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        cli.main([])
+    except _Captured as captured:
+        return Grammar(captured.parser)
+    finally:
+        argparse.ArgumentParser.parse_args = _ORIGINAL_PARSE
+    raise AssertionError("services.cli.main never parsed its arguments")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+@cache
+def settings_classes() -> tuple[type[BaseSettings], ...]:
+    """Every settings class of the code base (each service's ``settings.py`` and shared ones)."""
+    import services
+
+    importlib.import_module("shared.config")
+    for module in pkgutil.walk_packages(services.__path__, "services."):
+        if module.name.endswith(".settings"):
+            importlib.import_module(module.name)
+    found, pending = [], list(BaseSettings.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__module__.startswith(("services.", "shared.")):
+            found.append(cls)
+    return tuple(sorted(set(found), key=lambda cls: cls.__qualname__))
+
+
+@cache
+def known_env_names() -> frozenset[str]:
+    """``INTENTLEDGER_*`` names some code reads: settings fields (and their aliases), names read
+    directly from ``os.environ``, and the pending runtime contract."""
+    names = set(PENDING_RUNTIME_ENV)
+    for cls in settings_classes():
+        prefix = cls.model_config.get("env_prefix", "")
+        for name, field in cls.model_fields.items():
+            names.add(f"{prefix}{name}".upper())
+            if isinstance(field.validation_alias, AliasChoices):
+                names.update(str(choice).upper() for choice in field.validation_alias.choices)
+            elif isinstance(field.validation_alias, str):
+                names.add(field.validation_alias.upper())
+    for source in [*ROOT.joinpath("services").rglob("*.py"), *ROOT.joinpath("shared").rglob("*.py")]:
+        names.update(re.findall(r"\bINTENTLEDGER_[A-Z0-9_]*[A-Z0-9]\b", source.read_text("utf-8")))
+    return frozenset(names)
+
+
+def unknown_env_names(env: dict[str, object]) -> list[str]:
+    return sorted(name for name in env if name.startswith("INTENTLEDGER_")
+                  and name not in known_env_names())
+
+
+def seconds(duration: str | int | float) -> float:
+    """A Compose/Go duration (``1m30s``, ``500ms``, ``30s``) in seconds."""
+    if isinstance(duration, int | float):
+        return float(duration)
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", duration)
+    if not parts or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"not a duration: {duration!r}")
+    return sum(float(n) * units[u] for n, u in parts)

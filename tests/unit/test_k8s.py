@@ -1,0 +1,435 @@
+"""k8s/, checked offline: each overlay renders with kustomize, every built-in object validates
+against the Kubernetes API schemas, the custom resources carry what their operators need, and
+the manifests agree with the code — its services, consumer groups, topics, settings — so a
+renamed topic or a new service fails here instead of in a cluster. Broken copies of rendered
+objects are fed to the same checks and must be reported."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from services.dispatcher.settings import DispatcherSettings
+from services.policy.settings import PolicySettings
+from services.projection.settings import ProjectionSettings
+from services.proposal_intake.settings import IntakeSettings
+from services.relay.settings import RelaySettings
+from services.wallet.settings import WalletSettings
+from services.warehouse.settings import WarehouseSettings
+from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from shared.messaging import topics as topic_names
+from shared.tools import load_registry
+from tests.support.deployment import cli_grammar, known_env_names
+from tests.support.k8s import (K8S, KUBERNETES_VERSIONS, KUSTOMIZE_INSTALL, OVERLAYS, ROOT, acls,
+                               containers, custom_resource_problems, env_of, kustomize_command,
+                               of_kind, pod_templates, render, schema_problems, secret_references,
+                               selects)
+
+pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
+    kustomize_command() is None,
+    reason=f"neither kustomize nor kubectl is installed: `{KUSTOMIZE_INSTALL}` (into $(go env GOPATH)/bin)")]
+
+REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
+"""Deployed by the dev overlay only."""
+HEALTH_PORT, QUERY_PORT = 8081, 8090
+RUNTIME_CONTRACT_ENV = {"INTENTLEDGER_KAFKA_SECURITY_PROTOCOL", "INTENTLEDGER_KAFKA_SASL_MECHANISM",
+                        "INTENTLEDGER_KAFKA_SASL_USERNAME", "INTENTLEDGER_KAFKA_SASL_PASSWORD",
+                        "INTENTLEDGER_KAFKA_SSL_CAFILE"}
+"""The Kafka client settings the runtime work adds (issue 7, deliverable 4); the CA file is the
+one the cluster CA of a TLS listener needs."""
+
+
+def _tool_topics(registry_file: Path) -> set[str]:
+    return {tool.topic for tool in load_registry(registry_file).tools if tool.adapter == "kafka"}
+
+
+EXAMPLE_TOOL_TOPICS = _tool_topics(ROOT / "config" / "tools.example.yaml")
+
+
+def _defaults(cls):
+    return cls.model_construct()  # the code's defaults, whatever this shell exports
+
+
+_intake, _policy = _defaults(IntakeSettings), _defaults(PolicySettings)
+_dispatcher, _projection = _defaults(DispatcherSettings), _defaults(ProjectionSettings)
+_wallet, _warehouse = _defaults(WalletSettings), _defaults(WarehouseSettings)
+CONSUMERS: dict[str, tuple[set[str], set[str]]] = {
+    # consumer group (= service name): (topics it consumes, topics it emits through its outbox)
+    "proposal-intake": ({_intake.proposals_topic}, {_intake.results_topic, _intake.intake_topic}),
+    "policy": ({_policy.intake_topic, _policy.approvals_topic}, {_policy.authorizations_topic}),
+    "dispatcher": ({_dispatcher.authorizations_topic, _dispatcher.reply_topic,
+                    _dispatcher.resolutions_topic},
+                   {_dispatcher.dispatch_topic, _dispatcher.effects_topic, *EXAMPLE_TOOL_TOPICS}),
+    "projection": (set(_projection.ledger_topics), {_projection.results_topic}),
+    "wallet": ({_wallet.request_topic}, {_wallet.reply_topic}),
+    "warehouse": ({_warehouse.request_topic}, {_warehouse.reply_topic}),
+}
+OPERATOR_TOPICS = {_policy.approvals_topic, _dispatcher.resolutions_topic}
+"""Published directly by people's commands (approve, reject, resolve), not through an outbox."""
+
+
+def code_topics() -> set[str]:
+    declared = {value for name, value in vars(topic_names).items()
+                if name.isupper() and isinstance(value, str)}
+    return declared | {EFFECT_RECEIPTS} | EXAMPLE_TOOL_TOPICS
+
+
+def consumer_groups_in_code() -> set[str]:
+    """``ConsumerService(name=...)`` of every service's composition root."""
+    return {match for path in (ROOT / "services").glob("*/main.py")
+            for match in re.findall(r'ConsumerService\(\s*name="([^"]+)"', path.read_text("utf-8"))}
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def objects(overlay) -> tuple[dict, ...]:
+    return render(overlay)
+
+
+def shared_env(objects) -> dict[str, str]:
+    """The ConfigMap every service reads its non-secret settings from (a generated name)."""
+    return next(cm for name, cm in of_kind(objects, "ConfigMap").items()
+                if name.startswith("intentledger-env-"))["data"]
+
+
+def deployed(overlay: str) -> set[str]:
+    return set(cli_grammar().serve_choices) - (REFERENCE_DOWNSTREAMS if overlay == "prod" else set())
+
+
+# Rendering and schemas
+
+
+def test_each_overlay_renders_into_its_own_namespace(overlay, objects):
+    namespace = {"dev": "intentledger-dev", "prod": "intentledger"}[overlay]
+    assert of_kind(objects, "Namespace").keys() == {namespace}
+    for obj in objects:
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"].get("namespace") == namespace, obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_builtin_object_validates_against_the_kubernetes_schema(objects, version):
+    assert schema_problems(objects, version) == []
+
+
+def test_every_custom_resource_carries_what_its_operator_needs(objects):
+    assert custom_resource_problems(objects) == []
+
+
+def test_no_secret_value_is_committed(objects):
+    assert not of_kind(objects, "Secret")
+    for name, template in pod_templates(objects).items():
+        for container in containers(template):
+            for env in container.get("env", []):
+                if re.search(r"PASSWORD|SECRET|API_KEYS|DATABASE_URL", env["name"]):
+                    assert "valueFrom" in env, f"{name}: {env['name']} has a literal value"
+
+
+def test_every_secret_referenced_is_documented(objects):
+    documented = set(re.findall(r"`(intentledger-[a-z0-9-]+)`", (K8S / "README.md").read_text("utf-8")))
+    referenced = {name for obj in objects for name in secret_references(obj)}
+    made_by_strimzi = set(of_kind(objects, "KafkaUser"))
+    assert referenced - made_by_strimzi <= documented
+
+
+# The manifests and the code
+
+
+def test_the_deployments_are_the_services_the_cli_serves(overlay, objects):
+    deployments = of_kind(objects, "Deployment")
+    assert set(deployments) == deployed(overlay)
+    for name, deployment in deployments.items():
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == ["serve", name]
+        assert cli_grammar().error(["serve", name]) is None
+
+
+def test_migrations_run_from_the_same_image_before_the_services(objects):
+    job = of_kind(objects, "Job")["migrate"]["spec"]["template"]["spec"]
+    migrate = job["initContainers"][0]
+    assert migrate["args"] == ["migrate"] and cli_grammar().error(["migrate"]) is None
+    images = {d["spec"]["template"]["spec"]["containers"][0]["image"]
+              for d in of_kind(objects, "Deployment").values()}
+    assert images == {migrate["image"]}
+    assert not migrate["image"].endswith(":latest")
+
+
+def test_every_consumer_group_in_code_has_a_deployment(objects):
+    assert consumer_groups_in_code() == set(CONSUMERS)
+    assert set(CONSUMERS) <= set(of_kind(render("dev"), "Deployment"))
+
+
+def test_every_topic_in_code_and_in_the_registry_has_a_kafka_topic(objects):
+    configured = of_kind(objects, "ConfigMap")
+    registry = next(cm for name, cm in configured.items() if name.startswith("intentledger-tools-"))
+    tool_topics = {tool["topic"] for tool in yaml.safe_load(registry["data"]["tools.yaml"])["tools"]}
+    topics = {topic["spec"]["topicName"] for topic in of_kind(objects, "KafkaTopic").values()}
+    assert code_topics() | tool_topics <= topics
+    assert topics <= code_topics() | tool_topics, "a KafkaTopic no code or registry names"
+
+
+def test_the_shipped_registry_and_policy_are_the_examples():
+    for shipped, example in (("tools.yaml", "tools.example.yaml"), ("policy.yaml", "policy.example.yaml")):
+        assert (K8S / "base" / "config" / shipped).read_text() == (ROOT / "config" / example).read_text()
+
+
+def test_every_variable_set_is_one_the_code_reads(objects):
+    env_map = shared_env(objects)
+    names = set(env_map)
+    for template in pod_templates(objects).values():
+        for container in containers(template):
+            names |= set(env_of(container))
+    unknown = {name for name in names if name.startswith("INTENTLEDGER_")} - known_env_names()
+    assert unknown <= RUNTIME_CONTRACT_ENV
+    assert env_map["INTENTLEDGER_HEALTH_PORT"] == str(HEALTH_PORT)
+    assert env_map["INTENTLEDGER_QUERY_PORT"] == str(QUERY_PORT)
+
+
+SETTINGS_OWNER = {"INTAKE": "proposal-intake", "POLICY": "policy", "DISPATCHER": "dispatcher",
+                  "QUERY": "query"}
+
+
+def test_every_registry_and_policy_variable_names_a_mounted_file(objects):
+    """The image names its example copies in every such variable (Dockerfile): a variable left
+    unset here would make one service read another registry than the rest."""
+    env_map = shared_env(objects)
+    file_settings = {n for n in known_env_names() if re.fullmatch(r"INTENTLEDGER_[A-Z]+_(TOOLS|POLICY)_FILE", n)}
+    assert file_settings and file_settings <= set(env_map)
+    deployments = of_kind(objects, "Deployment")
+    for name in file_settings:
+        path = Path(env_map[name])
+        pod = deployments[SETTINGS_OWNER[name.split("_")[1]]]["spec"]["template"]["spec"]
+        mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == str(path.parent))
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        config_map = volume["configMap"]["name"]
+        assert path.name in of_kind(objects, "ConfigMap")[config_map]["data"], name
+
+
+# Pods
+
+
+def test_every_pod_is_hardened_and_bounded(objects):
+    for name, template in pod_templates(objects).items():
+        spec = template["spec"]
+        assert spec["automountServiceAccountToken"] is False, name
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        for container in containers(template):
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(container["resources"][bound]), (name, bound)
+
+
+def test_every_service_has_probes_a_budget_and_a_spread(objects):
+    budgets = of_kind(objects, "PodDisruptionBudget").values()
+    for name, deployment in of_kind(objects, "Deployment").items():
+        template = deployment["spec"]["template"]
+        container = template["spec"]["containers"][0]
+        ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+        assert ports["health"] == HEALTH_PORT, name
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}, name
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}, name
+        assert container["startupProbe"]["httpGet"]["path"] == "/healthz", name
+        labels = template["metadata"]["labels"]
+        assert [b for b in budgets if selects(b["spec"]["selector"], labels)], f"{name}: no PDB"
+        spread = template["spec"]["topologySpreadConstraints"]
+        assert spread and all(selects(c["labelSelector"], labels) for c in spread), name
+        assert template["spec"]["terminationGracePeriodSeconds"] >= 30, name
+
+
+def test_the_relay_is_given_time_to_finish_its_batch_and_flush(objects):
+    relay = of_kind(objects, "Deployment")["relay"]["spec"]["template"]["spec"]
+    grace = float(env_of(relay["containers"][0]).get("INTENTLEDGER_RELAY_SHUTDOWN_GRACE_S", {}).get(
+        "value", RelaySettings.model_fields["shutdown_grace_s"].default))
+    assert relay["terminationGracePeriodSeconds"] > 2 * grace  # the batch, then the producer flush
+
+
+def test_the_relay_drains_exactly_the_outboxes_of_the_deployed_services(overlay, objects):
+    relay = env_of(of_kind(objects, "Deployment")["relay"]["spec"]["template"]["spec"]["containers"][0])
+    schemas = set(yaml.safe_load(relay["INTENTLEDGER_RELAY_SCHEMAS"]["value"]))
+    assert schemas == {name.replace("-", "_") for name in deployed(overlay) & set(CONSUMERS)}
+
+
+def test_the_query_api_is_served_on_its_port(objects):
+    query = of_kind(objects, "Deployment")["query"]["spec"]["template"]
+    ports = {p["name"]: p["containerPort"] for p in query["spec"]["containers"][0]["ports"]}
+    service = of_kind(objects, "Service")["query"]["spec"]
+    assert ports["http"] == QUERY_PORT and service["ports"][0]["targetPort"] == "http"
+    assert selects({"matchLabels": service["selector"]}, query["metadata"]["labels"])
+
+
+# Network
+
+
+def _policies(objects, pod_labels: dict) -> list[dict]:
+    return [p["spec"] for p in of_kind(objects, "NetworkPolicy").values()
+            if selects(p["spec"]["podSelector"], pod_labels)]
+
+
+def test_every_pod_is_denied_by_default_and_only_the_query_api_takes_connections(objects):
+    for name, template in pod_templates(objects).items():
+        policies = _policies(objects, template["metadata"]["labels"])
+        assert any(set(p["policyTypes"]) == {"Ingress", "Egress"} and not p.get("ingress")
+                   and not p.get("egress") for p in policies), f"{name}: no default deny"
+        ingress = [rule for p in policies for rule in p.get("ingress", [])]
+        if name == "query":
+            assert [port["port"] for rule in ingress for port in rule["ports"]] == [QUERY_PORT]
+        else:
+            assert not ingress, f"{name} accepts connections"
+
+
+def test_only_the_dispatcher_reaches_tool_endpoints_and_kafka_clients_reach_kafka(objects):
+    for name, template in pod_templates(objects).items():
+        egress = [rule for p in _policies(objects, template["metadata"]["labels"])
+                  for rule in p.get("egress", [])]
+        ports = {port["port"] for rule in egress for port in rule.get("ports", [])}
+        tools = [rule for rule in egress if any("ipBlock" in peer or "intentledger.io/tool-endpoint"
+                                                in peer.get("podSelector", {}).get("matchLabels", {})
+                                                for peer in rule["to"])]
+        assert bool(tools) == (name == "dispatcher"), name
+        env = {n for c in containers(template) for n in env_of(c)}
+        assert (9093 in ports) == ("INTENTLEDGER_KAFKA_SASL_PASSWORD" in env), name
+        assert 5432 in ports and 53 in ports, name
+
+
+# Autoscaling
+
+
+def test_every_consumer_scales_on_the_lag_of_its_group_and_topics(overlay, objects):
+    scaled = of_kind(objects, "ScaledObject")
+    partitions = {t["spec"]["topicName"]: t["spec"]["partitions"] for t in of_kind(objects, "KafkaTopic").values()}
+    consumers = deployed(overlay) & set(CONSUMERS)
+    assert set(scaled) == consumers  # not the relay (competing claimers), not the query API
+    for name in consumers:
+        spec = scaled[name]["spec"]
+        assert spec["scaleTargetRef"]["name"] == name
+        triggers = [t["metadata"] for t in spec["triggers"]]
+        assert {t["consumerGroup"] for t in triggers} == {name}
+        assert {t["topic"] for t in triggers} == CONSUMERS[name][0]
+        assert spec["maxReplicaCount"] <= min(partitions[t["topic"]] for t in triggers), name
+        assert spec["triggers"][0]["authenticationRef"]["name"] in of_kind(objects, "TriggerAuthentication")
+        assert "replicas" not in of_kind(objects, "Deployment")[name]["spec"], f"{name}: the HPA owns replicas"
+
+
+# Kafka users: least privilege
+
+
+def test_each_consumer_reads_only_its_topics_and_group_and_writes_nothing(overlay, objects):
+    users = of_kind(objects, "KafkaUser")
+    for name in deployed(overlay) & set(CONSUMERS):
+        consumed, emitted = CONSUMERS[name]
+        allowed = acls(users[f"intentledger-{name}"])
+        assert {n for (kind, n), ops in allowed.items() if kind == "topic" and "Read" in ops} == consumed
+        assert {n for (kind, n), ops in allowed.items() if kind == "group"} == {name}
+        assert not any("Write" in ops for ops in allowed.values()), name
+        # At start a service checks that every topic it names exists (ensure_topics).
+        assert consumed | emitted <= {n for (kind, n), ops in allowed.items()
+                                      if kind == "topic" and "Describe" in ops}, name
+
+
+def test_only_the_relay_writes_what_services_emit(overlay, objects):
+    users = of_kind(objects, "KafkaUser")
+    emitted = set().union(*(CONSUMERS[name][1] for name in deployed(overlay) & set(CONSUMERS)))
+    relay = acls(users["intentledger-relay"])
+    assert {n for (kind, n), ops in relay.items() if "Write" in ops} == emitted
+    assert not any("Read" in ops for ops in relay.values())
+    writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
+    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent"}
+    operator = acls(users["intentledger-operator"])
+    assert {n for (_, n), ops in operator.items() if "Write" in ops} == OPERATOR_TOPICS
+    assert {n for (_, n), ops in acls(users["intentledger-agent"]).items() if "Write" in ops} == {
+        _intake.proposals_topic}
+    keda = acls(users["intentledger-keda"])
+    assert set().union(*keda.values()) == {"Describe"}
+    assert {n for kind, n in keda if kind == "group"} == deployed(overlay) & set(CONSUMERS)
+
+
+def test_every_kafka_client_logs_in_as_its_own_user(objects):
+    users = of_kind(objects, "KafkaUser")
+    for name, deployment in of_kind(objects, "Deployment").items():
+        env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
+        if name not in CONSUMERS and name != "relay":
+            assert "INTENTLEDGER_KAFKA_SASL_USERNAME" not in env, f"{name} needs no Kafka user"
+            continue
+        username = env["INTENTLEDGER_KAFKA_SASL_USERNAME"]["value"]
+        assert username == f"intentledger-{name}" and username in users
+        # Strimzi's User Operator writes the password to a Secret named like the user.
+        assert env["INTENTLEDGER_KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+            "name": username, "key": "password"}
+
+
+# PostgreSQL
+
+
+def test_each_service_has_its_own_database_role(overlay, objects):
+    cluster = of_kind(objects, "Cluster")["intentledger-pg"]["spec"]
+    roles = {role["name"]: role for role in cluster["managed"]["roles"]}
+    services = deployed(overlay)
+    assert set(roles) == {"intentledger"} | {name.replace("-", "_") for name in services}
+    # The migration role hands each schema to its owner (postgres/grants.sql): it must be a member.
+    assert set(roles["intentledger"]["inRoles"]) == {n.replace("-", "_") for n in services} - {"relay"}
+    assert roles["query"]["inherit"] is False  # row-level security applies only after SET ROLE
+    for name, template in pod_templates(objects).items():
+        url = env_of(containers(template)[0])["INTENTLEDGER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+        secret = "intentledger-db-migrator" if name == "migrate" else f"intentledger-db-{name}"
+        assert url == {"name": secret, "key": "uri"}, name
+    for role in cluster["managed"]["roles"]:
+        expected = "intentledger-db-" + ("migrator" if role["name"] == "intentledger"
+                                         else role["name"].replace("_", "-"))
+        assert role["passwordSecret"]["name"] == expected
+
+
+# Broken manifests must be reported
+
+
+def _break_deployment_port(objs):
+    objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "health"
+
+
+def _misspell_deployment_field(objs):
+    objs["Deployment"]["spec"]["replica"] = 2
+
+
+def _weaken_kafka_user(objs):
+    objs["KafkaUser"]["spec"]["authentication"]["type"] = "scram-sha-256"
+
+
+def _drop_consumer_group(objs):
+    del objs["ScaledObject"]["spec"]["triggers"][0]["metadata"]["consumerGroup"]
+
+
+def _zero_partitions(objs):
+    objs["KafkaTopic"]["spec"]["partitions"] = 0
+
+
+def _role_without_password(objs):
+    del objs["Cluster"]["spec"]["managed"]["roles"][1]["passwordSecret"]
+
+
+@pytest.mark.parametrize("breakage", [_break_deployment_port, _misspell_deployment_field,
+                                      _weaken_kafka_user, _drop_consumer_group, _zero_partitions,
+                                      _role_without_password])
+def test_a_broken_manifest_is_reported(breakage):
+    broken = copy.deepcopy(list(render("prod")))
+    first = {}
+    for obj in broken:
+        first.setdefault(obj["kind"], obj)
+    breakage(first)
+    assert schema_problems(broken, KUBERNETES_VERSIONS[0]) + custom_resource_problems(broken)
+
+
+def test_a_missing_topic_is_reported():
+    objects = [obj for obj in render("prod")
+               if not (obj["kind"] == "KafkaTopic" and obj["metadata"]["name"] == EFFECT_RECEIPTS)]
+    topics = {topic["spec"]["topicName"] for topic in of_kind(objects, "KafkaTopic").values()}
+    assert not code_topics() <= topics

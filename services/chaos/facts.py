@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -52,6 +53,8 @@ class Subjects:
     """Protocol id (with ``${nonce}``) -> the wallet's id in this execution."""
     skus: dict[str, str]
     counters: dict[str, EffectCounter]
+    started_at: datetime
+    """PostgreSQL's clock when the scenario began."""
     raw_placements: list[tuple[str, int, int]] = field(default_factory=list)
 
 
@@ -163,6 +166,7 @@ async def _scenario(conn: asyncpg.Connection, subjects: Subjects, facts: Facts) 
         "retry_amplification": round(attempts / len(dispatched), 3) if dispatched else 0.0,
         "stale_writes": await conn.fetchval(
             "SELECT count(*) FROM dispatcher.stale_writes WHERE run_id = ANY($1::text[])", run_ids),
+        "lost_records": await _set_aside(conn, run_ids, subjects.started_at),
         "dead_letters": len(dead := await _dead_letters(conn, subjects.raw_placements)),
         "dead_letter_reasons": [f"{row['consumer']}: {row['reason']}" for row in dead],
         "unsettled": sorted(name for name, fact in facts.calls.items()
@@ -170,15 +174,34 @@ async def _scenario(conn: asyncpg.Connection, subjects: Subjects, facts: Facts) 
     }
 
 
+async def _set_aside(conn: asyncpg.Connection, run_ids: list[str], since: datetime) -> list[str]:
+    """Dead letters that mention one of the runs, and outbox rows of the runs the relay parked,
+    since the scenario began: records the stack took in and then set aside."""
+    found = []
+    for schema in await schemas_with(conn, "dead_letters"):
+        for row in await conn.fetch(f'SELECT consumer, topic, reason, value FROM "{schema}".'
+                                    "dead_letters WHERE created_at >= $1", since):
+            if any(run_id.encode() in (row["value"] or b"") for run_id in run_ids):
+                found.append(f"dead letter {row['consumer']} {row['topic']}: {row['reason']}")
+    for schema in await schemas_with(conn, "outbox"):
+        for row in await conn.fetch(f'SELECT topic, park_reason FROM "{schema}".outbox WHERE '
+                                    "status = 'parked' AND partition_key = ANY($1::text[])", run_ids):
+            found.append(f"parked {schema} {row['topic']}: {row['park_reason']}")
+    return found
+
+
+async def schemas_with(conn: asyncpg.Connection, table: str) -> list[str]:
+    return [r["table_schema"] for r in await conn.fetch(
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = $1", table)]
+
+
 async def _dead_letters(conn: asyncpg.Connection, placements: list[tuple[str, int, int]]
                         ) -> list[dict[str, Any]]:
     """Dead letters, in any service's schema, of the raw records the scenario published."""
     if not placements:
         return []
-    schemas = [r["table_schema"] for r in await conn.fetch(
-        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'dead_letters'")]
     found = []
-    for schema in schemas:
+    for schema in await schemas_with(conn, "dead_letters"):
         for topic, partition, offset in placements:
             found += [dict(r) | {"schema": schema} for r in await conn.fetch(
                 f'SELECT consumer, topic, kafka_partition, kafka_offset, reason FROM "{schema}".dead_letters'

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from services.chaos.facts import schemas_with
 from services.chaos.positions import Positions
 from shared.errors import is_retryable
 
@@ -47,8 +48,7 @@ class Look:
 async def look(pool: asyncpg.Pool, positions: Positions, groups: list[str], run_ids: list[str],
                accepted: list[str]) -> Look:
     async with pool.acquire() as conn:
-        schemas = [r["table_schema"] for r in await conn.fetch(
-            "SELECT table_schema FROM information_schema.tables WHERE table_name = 'outbox'")]
+        schemas = await schemas_with(conn, "outbox")
         pending = 0
         for schema in schemas:
             pending += await conn.fetchval(

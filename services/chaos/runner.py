@@ -100,6 +100,8 @@ class Scenario:
         self.answered = asyncio.Event()
         self.watchers: list[asyncio.Task] = []
         self.timed: list[asyncio.Task] = []
+        self.over = {f.id: asyncio.Event() for f in protocol.faults}
+        """Set when a timed fault has been applied and undone."""
         self.stopping = False
         self.began = time.monotonic()
         self.deadline = self.began + protocol.time_limit_s
@@ -118,6 +120,7 @@ class Scenario:
         self.pool = await open_pool(self.endpoints.database_url, application_name="intentledger-chaos")
         try:
             await self.positions.mark_start()
+            self.started_at = await self.pool.fetchval("SELECT now()")
             await self._set_up()
             await self._look_for_leftovers()
             await asyncio.gather(*(self.stack.start(s, self._env(s)) for s in SERVICES))
@@ -179,6 +182,9 @@ class Scenario:
             if turn[0].after:
                 await self._reached(turn[0].after.call, turn[0].after.state,
                                     turn[0].after.attempts, f"proposal {turn[0].name}")
+            if turn[0].after_fault:
+                await self._until_deadline(self.over[turn[0].after_fault].wait(),
+                                           f"proposal {turn[0].name}'s wait for its fault")
             timeout = max(self.deadline - time.monotonic(), 1.0)
             for sent in await send_turn(self.endpoints.kafka_bootstrap, self.run_ids[turn[0].run],
                                         turn, timeout):
@@ -205,6 +211,11 @@ class Scenario:
             "calls left UNKNOWN, RECONCILING, MANUAL_REVIEW or in flight", f"only "
             f"{self.protocol.allow_unsettled}", final.scenario["unsettled"], not unexpected,
             "nothing is left unknown unless the protocol expects it"))
+        self.report.verdicts.append(Verdict(
+            "dead letters and parked outbox rows of the scenario's runs", "== []",
+            final.scenario["lost_records"], not final.scenario["lost_records"],
+            "nothing acknowledged is set aside: a duplicate refused by a constraint or a row the "
+            "relay could not publish would be a silent loss"))
         for record in self.records.values():
             self._confirm_fired(record)
 
@@ -241,6 +252,10 @@ class Scenario:
             await asyncio.sleep(0.05)
 
     async def _timed(self, fault: Signal | Outage | Redeliver | Replica) -> None:
+        await self._apply(fault)
+        self.over[fault.id].set()
+
+    async def _apply(self, fault: Signal | Outage | Redeliver | Replica) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
         if isinstance(fault, Signal):
@@ -263,8 +278,8 @@ class Scenario:
                            else (outages.stop_postgres, outages.start_postgres))
             self.records[fault.id].fired_at_s = self._now()  # no snapshot: the target is down
             self.records[fault.id].detail = f"{fault.target} stopped for {fault.for_s} s"
-            await asyncio.to_thread(stop, settings)
             try:
+                await asyncio.to_thread(stop, settings)
                 await asyncio.sleep(fault.for_s)
             finally:  # also when the scenario is cut short: never leave the target down
                 await asyncio.shield(asyncio.to_thread(start, settings))
@@ -355,7 +370,7 @@ class Scenario:
             p.call_id or p.name, "pending")) for p in self.proposals}
         return measured.Subjects(sent, self.run_ids, self.wallets, self.skus,
                                  measured.BUILT_IN_COUNTERS | dict(self.protocol.effect_counters),
-                                 placements)
+                                 self.started_at, placements)
 
     async def _settled(self) -> dict[str, dict[str, Any]]:
         """The latest ToolCallSettled the agent was sent per logical call."""

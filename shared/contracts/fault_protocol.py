@@ -100,6 +100,8 @@ class Proposal(_Strict):
     after: CallReached | None = Field(default=None, description=(
         "Send only once an earlier call reached this point: an agent that waits for a tool's "
         "result before its next step."))
+    after_fault: Name | None = Field(default=None, description=(
+        "Send only once this timed fault is over (an outage ended, a paused service resumed)."))
 
 
 class RawRecord(_Strict):
@@ -300,6 +302,8 @@ class FaultProtocol(_Strict):
             if proposal.after and proposal.after.call not in names[:index]:
                 raise ValueError(f"{proposal.name} waits for {proposal.after.call!r}, "
                                  "which is not an earlier proposal")
+            if proposal.after_fault and proposal.after_fault not in fault_ids:
+                raise ValueError(f"{proposal.name} waits for unknown fault {proposal.after_fault!r}")
             if proposal.message and proposal.format == "generic":
                 raise ValueError(f"{proposal.name}: the generic format carries no messages")
         for fault in self.faults:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import asyncpg
 
 from shared.config import Settings
-from shared.db.migrations import migrate, plan_for
+from shared.db.migrations import Migration, migrate, pending, plan_for
 from shared.db.pool import open_pool
+from shared.health import NotReady
 
 _HERE = Path(__file__).parent
 
@@ -34,9 +36,28 @@ SCHEMAS = (
 
 async def migrate_service(pool: asyncpg.Pool, schema: str) -> list[str]:
     """Services migrate their own schema at start (and ``intentledger migrate`` does all)."""
-    spec = next(spec for spec in SCHEMAS if spec.schema == schema)
     async with pool.acquire() as conn:
-        return await migrate(conn, spec.schema, plan_for(spec.migrations))
+        return await migrate(conn, schema, _plan(_folder(schema)))
+
+
+async def expect_migrated(pool: asyncpg.Pool, *schemas: str, messaging_only: bool = False) -> None:
+    """Readiness: every migration this release has for each schema is applied (only the shared
+    messaging tables' for the relay, which drains outboxes it does not own)."""
+    async with pool.acquire() as conn:
+        for schema in schemas:
+            plan = _plan(None if messaging_only else _folder(schema))
+            if missing := await pending(conn, schema, plan):
+                raise NotReady(f"{schema} lacks migrations {', '.join(missing)}")
+
+
+def _folder(schema: str) -> Path | None:
+    return next(spec.migrations for spec in SCHEMAS if spec.schema == schema)
+
+
+@cache
+def _plan(folder: Path | None) -> list[Migration]:
+    """Read once per process: the files are part of the release."""
+    return plan_for(folder)
 
 
 async def migrate_all(settings: Settings) -> dict[str, list[str]]:
@@ -44,7 +65,7 @@ async def migrate_all(settings: Settings) -> dict[str, list[str]]:
                            max_size=1)
     try:
         async with pool.acquire() as conn:
-            return {spec.schema: await migrate(conn, spec.schema, plan_for(spec.migrations))
+            return {spec.schema: await migrate(conn, spec.schema, _plan(spec.migrations))
                     for spec in SCHEMAS}
     finally:
         await pool.close()

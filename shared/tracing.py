@@ -6,35 +6,20 @@ applies the event continues the trace in a span of its own (``continuing``). One
 so be followed across intake, policy, dispatcher, downstream and projection, however many
 processes and hours lie between.
 
-Spans are recorded by the OpenTelemetry SDK's tracer provider, installed once per process by
-``install``; exporting them is the deployment's choice (``INTENTLEDGER_TRACES=console`` prints
-them; an OTLP exporter can be added to the same provider).
+Spans are recorded by the OpenTelemetry SDK's tracer provider that ``shared.telemetry``
+installs once per process, which also decides where they are exported.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from opentelemetry import context, trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("intentledger")
-
-
-def install(service: str) -> None:
-    """Record spans in this process (ids are minted only by a real provider); idempotent."""
-    if isinstance(trace.get_tracer_provider(), TracerProvider):
-        return
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    if os.environ.get("INTENTLEDGER_TRACES") == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    trace.set_tracer_provider(provider)
 
 
 def current_traceparent() -> str | None:

@@ -19,6 +19,9 @@ from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests start many service processes on this host: a health port exported in the shell would make
+# them collide (a test that wants the endpoints sets a free port for its own process).
+os.environ.pop("INTENTLEDGER_HEALTH_PORT", None)
 
 
 @pytest.fixture(scope="session")

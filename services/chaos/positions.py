@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from shared.messaging.kafka_security import client_options
+
 Offsets = dict[TopicPartition, int]
 
 
@@ -18,7 +20,7 @@ class Positions:
 
     async def mark_start(self) -> None:
         """Remember the end of every partition of every topic now."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
         await admin.start()
         try:
             topics = await admin.list_topics()
@@ -32,7 +34,7 @@ class Positions:
     async def _bounds(self, topics: Iterable[str]) -> tuple[Offsets, Offsets]:
         """The first and the next offset of every partition of ``topics``."""
         topics = set(topics)
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
         await admin.start()
         try:
             described = await admin.describe_topics(sorted(topics)) if topics else []
@@ -42,7 +44,7 @@ class Positions:
                       for p in topic["partitions"]]
         if not partitions:
             return {}, {}
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(**client_options(self._bootstrap), enable_auto_commit=False)
         await consumer.start()
         try:
             consumer.assign(partitions)  # the client fetches metadata (leaders) only for these
@@ -58,7 +60,7 @@ class Positions:
         wanted = {tp: (begin.get(tp, 0), stop) for tp, stop in end.items() if stop > begin.get(tp, 0)}
         if not wanted:
             return []
-        consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(**client_options(self._bootstrap), enable_auto_commit=False)
         await consumer.start()
         records: list[ConsumerRecord] = []
         try:
@@ -80,7 +82,7 @@ class Positions:
 
     async def republish(self, records: list[ConsumerRecord]) -> None:
         """The same bytes, key and headers again: to a consumer, a redelivery."""
-        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all",
+        producer = AIOKafkaProducer(**client_options(self._bootstrap), acks="all",
                                     enable_idempotence=True)
         await producer.start()
         try:
@@ -97,7 +99,7 @@ class Positions:
         offsets in topics nobody wrote to since (another deployment's, a test's) are not this
         scenario's business. A partition the group never committed counts from its first
         record: with ``auto_offset_reset=earliest`` it reads them all."""
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
         await admin.start()
         try:
             committed = {group: await admin.list_consumer_group_offsets(group) for group in groups}

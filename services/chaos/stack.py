@@ -23,6 +23,9 @@ READY_MARK = b" started"
 """Every service logs ``<name> started ...`` once its consumer (or the relay's workers) run."""
 START_DEADLINE_S = 60.0
 EXIT_POLL_S = 0.05
+PER_PROCESS = frozenset({"INTENTLEDGER_HEALTH_PORT", "INTENTLEDGER_FAULTS"})
+"""Never inherited from the runner's shell: seven processes on one host cannot share a health
+port, and a process's fault rules are the protocol's alone (a protocol may set either)."""
 
 
 @dataclass
@@ -73,7 +76,8 @@ class Stack:
         if env is not None:
             replica.env = env
         offset = replica.log_path.stat().st_size if replica.log_path.exists() else 0
-        full_env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": self._endpoints.kafka_bootstrap,
+        inherited = {name: value for name, value in os.environ.items() if name not in PER_PROCESS}
+        full_env = {**inherited, "INTENTLEDGER_KAFKA_BOOTSTRAP": self._endpoints.kafka_bootstrap,
                     "INTENTLEDGER_DATABASE_URL": self._endpoints.database_url, **replica.env}
         with replica.log_path.open("ab") as log:
             replica.process = subprocess.Popen(

@@ -10,9 +10,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from shared.contracts.fault_protocol import Proposal, RawRecord
 from shared.client import ProposalClient
 from shared.client.agent import Outcome
+from shared.contracts.fault_protocol import Proposal, RawRecord
+from shared.messaging.kafka_security import client_options
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _call_id(proposal: Proposal) -> str:
 
 async def publish_raw(bootstrap: str, records: list[RawRecord]) -> dict[str, tuple[str, int, int]]:
     """Publish each record's bytes verbatim; returns where each landed (topic, partition, offset)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         placed = {}

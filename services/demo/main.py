@@ -10,8 +10,6 @@ import subprocess
 import sys
 import uuid
 
-from faststream.kafka import KafkaBroker
-
 from services.demo.authority_act import authority_act
 from services.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                        crash_story)
@@ -24,6 +22,7 @@ from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.envelope import Envelope
+from shared.messaging.kafka_security import new_broker
 from shared.messaging.subscription import subscribe
 from shared.messaging.versioning import Advance, Transitions, VersionedTable, advance
 
@@ -87,7 +86,7 @@ async def _round_trip(pool, endpoints: Endpoints) -> int:
             received.set()
 
     consumer = IdempotentConsumer("demo-receiver", "demo", pool, on_ping)
-    broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
+    broker = new_broker(endpoints.kafka_bootstrap, logger=None)
     subscribe(broker, consumer, TOPIC, group_id="intentledger-demo")
     await broker.start()
     try:
@@ -128,6 +127,7 @@ def _start_service(name: str, endpoints: Endpoints, settings: Settings,
     log_path = settings.logs_dir / f"demo-{name}.log"
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **(extra_env or {})}
+    env.pop("INTENTLEDGER_HEALTH_PORT", None)  # six services on one host: one port would collide
     process = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", name], env=env,
                                stdout=log_path.open("ab"), stderr=subprocess.STDOUT)
     print(f"{name} started (pid {process.pid}, log {log_path})")

@@ -22,7 +22,7 @@ from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper
 from services.policy.watcher import PolicyWatcher
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from shared import faults
 from shared.config import Settings
 from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
@@ -64,7 +64,9 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                  config.resolutions_topic: frozenset({RESOLUTION_REQUESTED})})
 
     @asynccontextmanager
-    async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[None]:
+    async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
+        """Without any of these tasks the dispatcher would consume and never dispatch: they
+        are vital (liveness)."""
         halt = asyncio.Event()
         http = HttpEffectAdapter()
         wakeup = Wakeup(settings.endpoints.database_url, "intentledger-dispatcher-wakeup",
@@ -76,16 +78,18 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                  asyncio.create_task(_sample_backlog(pool, measured, halt)),
                  asyncio.create_task(policy.watcher.watch())]
         try:
-            yield
+            yield tasks
         finally:
             halt.set()
             tasks[-1].cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await http.close()
 
-    return await serve(service, settings.endpoints, DispatcherInbox(stepper, breakers, config),
+    return await serve(service, settings, DispatcherInbox(stepper, breakers, config),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals(), alongside=scheduling)
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), alongside=scheduling,
+                       shown=(config,))
 
 
 async def _sample_backlog(pool: asyncpg.Pool, measured: DispatcherMetrics,

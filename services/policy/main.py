@@ -15,7 +15,7 @@ from services.policy.repository import SCHEMA, record_version
 from services.policy.settings import PolicySettings
 from services.policy.sweep import sweep_forever
 from services.policy.watcher import PolicyWatcher
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
@@ -50,7 +50,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
         await record_version(pool, watcher.current)  # before any decision names it
 
     @asynccontextmanager
-    async def background(pool: asyncpg.Pool) -> AsyncIterator[None]:
+    async def background(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
         """Reload and sweep while consuming. Either one failing for good stops the process
         (a service that silently stopped expiring requests would be worse than a restart)."""
         tasks = [asyncio.create_task(watcher.watch(partial(record_version, pool))),
@@ -59,7 +59,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
         for task in tasks:
             task.add_done_callback(lambda t: t.cancelled() or stopping.set())
         try:
-            yield
+            yield tasks
         finally:
             for task in tasks:
                 task.cancel()
@@ -69,6 +69,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
                 log.error("policy background task failed: %r", failures[0])
                 raise failures[0]
 
-    return await serve(service, settings.endpoints, handler, prepare=prepare, stopping=stopping,
-                       alongside=background)
+    return await serve(service, settings, handler, prepare=prepare,
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA), stopping=stopping,
+                       alongside=background, shown=(policy_settings,))
 

@@ -10,7 +10,7 @@ from services.projection.facts import Delivery
 from services.projection.handlers import ProjectionHandler
 from services.projection.repository import SCHEMA
 from services.projection.settings import ProjectionSettings
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.messaging.consumer import IdempotentConsumer, decode_envelope
 from shared.messaging.consumer_service import ConsumerService, serve
@@ -30,6 +30,7 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
         name="projection", schema=SCHEMA, consumes=config.ledger_topics,
         topics=(*config.ledger_topics, config.results_topic), crash_point="projection.after_commit",
         batch_size=config.batch_size, decoder=delivered)
-    return await serve(service, settings.endpoints, ProjectionHandler(config.results_topic),
+    return await serve(service, settings, ProjectionHandler(config.results_topic),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals())
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), shown=(config,))

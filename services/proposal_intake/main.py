@@ -7,7 +7,7 @@ import asyncio
 from services.proposal_intake.handlers import Intake, decode_raw
 from services.proposal_intake.repository import SCHEMA
 from services.proposal_intake.settings import IntakeSettings
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
@@ -25,6 +25,7 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
         topics=(intake_settings.proposals_topic, intake_settings.results_topic,
                 intake_settings.intake_topic), crash_point="intake.after_commit",
         batch_size=intake_settings.batch_size, decoder=decode_raw)
-    return await serve(service, settings.endpoints, Intake(registry, intake_settings),
+    return await serve(service, settings, Intake(registry, intake_settings),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals())
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), shown=(intake_settings,))

@@ -22,6 +22,7 @@ from services.query.filters import DeadLetterFilters
 from services.query.models import DeadLetter, Page
 from services.query.paging import Keyset
 from shared.db.identifiers import checked_identifier
+from shared.messaging.kafka_security import client_options
 
 DEAD_LETTERS = Keyset("dead_letters", (("created_at", "timestamptz"), ("schema_name", "text"),
                                        ("id", "bigint")))
@@ -75,7 +76,7 @@ async def replay(conn: asyncpg.Connection, bootstrap: str, schema: str, id_: int
 async def _publish(bootstrap: str, row: asyncpg.Record) -> None:
     headers = json.loads(row["headers"])
     key = headers.get("run_id")  # the partition key of every ledger topic (DESIGN.md §2)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         await producer.send_and_wait(row["topic"], row["value"], key=key.encode() if key else None,

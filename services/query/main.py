@@ -1,5 +1,6 @@
 """Composition root of the query API process: a pool, the migrations its row-level security
-depends on, and the HTTP server until SIGTERM."""
+depends on, and the HTTP server until SIGTERM. Ready once PostgreSQL answers and those
+migrations are applied: it has no Kafka client (nor, in Kubernetes, any route to Kafka)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import asyncio
 
 from services.query.http_api import serving
 from services.query.settings import QuerySettings
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.db.pool import open_pool
+from shared.health import Health
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
+from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
 
 
@@ -20,18 +23,24 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
     """Serve until ``stopping`` is set; ``started`` receives the bound port (tests ask for 0)."""
     query_settings = query_settings or QuerySettings()
     stopping = stopping or stop_on_signals()
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
-        with attempt:
-            pool = await open_pool(settings.endpoints.database_url, application_name="intentledger-query")
-    try:
+    health = Health("query", "postgres", "migrations")  # it reads no Kafka: ready without one
+    async with service_runtime(health, settings, query_settings):
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
             with attempt:
-                # The policies are on the projection's tables: they must exist first.
-                await migrate_service(pool, "projection")
-                await migrate_service(pool, "query")
-        async with serving(pool, query_settings) as port:
-            if started is not None:
-                started.set_result(port)
-            await stopping.wait()
-    finally:
-        await pool.close()
+                pool = await open_pool(settings.endpoints.database_url,
+                                       application_name="intentledger-query")
+        health.ready_when("postgres", lambda: pool.fetchval("SELECT 1"))
+        try:
+            async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S,
+                                                    stopping=stopping):
+                with attempt:
+                    # The policies are on the projection's tables: they must exist first.
+                    await migrate_service(pool, "projection")
+                    await migrate_service(pool, "query")
+            health.ready_when("migrations", lambda: expect_migrated(pool, "projection", "query"))
+            async with serving(pool, query_settings) as port:
+                if started is not None:
+                    started.set_result(port)
+                await stopping.wait()
+        finally:
+            await pool.close()

@@ -1,4 +1,5 @@
-"""Composition root of the relay process: pools, producer, wake-ups and workers."""
+"""Composition root of the relay process: pools, producer, wake-ups and workers; ready once
+PostgreSQL answers, the outboxes it drains are migrated and Kafka answers its producer."""
 
 from __future__ import annotations
 
@@ -6,15 +7,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+import asyncpg
+
+from services.registry import expect_migrated
+from services.relay import claims
 from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
 from services.relay.settings import RelaySettings
-from shared.db.wakeup import Wakeup
-from shared.config import Settings
+from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
+from shared.db.wakeup import Wakeup
 from shared.errors import is_retryable
+from shared.health import Health, NotReady
+from shared.messaging.kafka_security import configured
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
+from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
 
 OUTBOX_CHANNEL = "intentledger_outbox"
@@ -29,8 +37,14 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
                     metrics: RelayMetrics | None = None) -> None:
     """Run until ``stopping`` is set (SIGTERM/SIGINT set it when run from the CLI)."""
     relay_settings = relay_settings or RelaySettings()
-    stopping = stopping or stop_on_signals()
-    endpoints = settings.endpoints
+    health = Health("relay", "postgres", "migrations", "kafka")
+    async with service_runtime(health, settings, relay_settings, configured()):
+        await _relay(settings.endpoints, relay_settings, stopping or stop_on_signals(), metrics,
+                     health)
+
+
+async def _relay(endpoints: Endpoints, relay_settings: RelaySettings, stopping: asyncio.Event,
+                 metrics: RelayMetrics | None, health: Health) -> None:
     producers = ProducerHandle(
         lambda: new_producer(endpoints.kafka_bootstrap, relay_settings.max_message_bytes))
     # In a cluster the relay may start before Kafka or PostgreSQL answers: wait, bounded.
@@ -38,9 +52,12 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
         with attempt:
             pool = await open_pool(endpoints.database_url, application_name=APPLICATION_NAME,
                                    max_size=relay_settings.workers + 2)
+    health.ready_when("postgres", lambda: pool.fetchval("SELECT 1"))
+    health.ready_when("migrations", lambda: _outboxes_migrated(pool, relay_settings))
     async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
         with attempt:
             await producers.start()
+    health.ready_when("kafka", lambda: producers.current.client.fetch_all_metadata())
     relay = Relay(pool, producers, relay_settings, metrics)
     wakeup = Wakeup(endpoints.database_url, APPLICATION_NAME, OUTBOX_CHANNEL)
     log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)
@@ -50,6 +67,7 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
                                         stopping)),
              asyncio.create_task(_every(5.0, relay.refresh_backlog, stopping)),
              *(asyncio.create_task(relay.worker(stopping)) for _ in range(relay_settings.workers))]
+    health.vital("workers", lambda: tasks)
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
@@ -67,6 +85,15 @@ async def run_relay(settings: Settings, relay_settings: RelaySettings | None = N
         await pool.close()
         log.info("relay stopped after publishing %d events (%d parked)",
                  relay.metrics.published, relay.metrics.parked)
+
+
+async def _outboxes_migrated(pool: asyncpg.Pool, settings: RelaySettings) -> None:
+    """Every outbox it drains has the messaging tables this release reads."""
+    async with pool.acquire() as conn:
+        schemas = settings.schemas or await claims.outbox_schemas(conn)
+    if not schemas:
+        raise NotReady("no outbox to drain: run `intentledger migrate`")
+    await expect_migrated(pool, *schemas, messaging_only=True)
 
 
 async def _scanner(relay: Relay, wakeup: Wakeup, settings: RelaySettings,

@@ -17,6 +17,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from services.relay.records import KafkaRecord
 from shared.errors import PRODUCER_SESSION_ERRORS, is_retryable
+from shared.messaging.kafka_security import client_options
 
 log = logging.getLogger(__name__)
 _PARTITIONER = DefaultPartitioner()
@@ -77,7 +78,7 @@ class ProducerHandle:
 
 def new_producer(bootstrap: str, max_message_bytes: int) -> AIOKafkaProducer:
     return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **client_options(bootstrap),
         acks="all",
         enable_idempotence=True,
         linger_ms=5,

@@ -7,7 +7,7 @@ import asyncio
 import os
 from functools import partial
 
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from services.wallet.handlers import handle_effect_request
 from services.wallet.http_api import serving
 from services.wallet.repository import SCHEMA
@@ -32,6 +32,8 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
         crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size)
     http_api = None if wallet_settings.http_port is None else partial(
         serving, host=wallet_settings.http_host, port=wallet_settings.http_port)
-    return await serve(service, settings.endpoints, handle_effect_request,
+    return await serve(service, settings, handle_effect_request,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals(), alongside=http_api)
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), alongside=http_api,
+                       shown=(wallet_settings,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from services.registry import migrate_service
+from services.registry import expect_migrated, migrate_service
 from services.warehouse.handlers import handle_request
 from services.warehouse.repository import SCHEMA
 from services.warehouse.settings import WarehouseSettings
@@ -27,6 +27,7 @@ async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSetting
         name="warehouse", schema=SCHEMA, consumes=warehouse_settings.request_topic,
         topics=(warehouse_settings.request_topic, warehouse_settings.reply_topic),
         crash_point="warehouse.after_commit", batch_size=warehouse_settings.batch_size)
-    return await serve(service, settings.endpoints, handle_request,
+    return await serve(service, settings, handle_request,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals())
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), shown=(warehouse_settings,))

@@ -17,6 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.contracts.proposals import proposal_record_id
+from shared.messaging.kafka_security import client_options
 from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS
 from shared.tracing import current_traceparent
 
@@ -40,9 +41,9 @@ class ProposalClient:
         self._one_at_a_time = asyncio.Lock()
 
     async def __aenter__(self) -> ProposalClient:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all",
+        self._producer = AIOKafkaProducer(**client_options(self._bootstrap), acks="all",
                                           enable_idempotence=True)
-        self._results = AIOKafkaConsumer(AGENT_RESULTS, bootstrap_servers=self._bootstrap,
+        self._results = AIOKafkaConsumer(AGENT_RESULTS, **client_options(self._bootstrap),
                                          group_id=None, enable_auto_commit=False)
         await self._producer.start()
         await self._results.start()

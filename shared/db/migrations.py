@@ -73,10 +73,12 @@ async def migrate(conn: asyncpg.Connection, schema: str, plan: list[Migration]) 
     return applied_now
 
 
-async def current_version(conn: asyncpg.Connection, schema: str) -> str | None:
-    """The newest applied version, for readiness checks (None before the first migration)."""
+async def pending(conn: asyncpg.Connection, schema: str, plan: list[Migration]) -> list[str]:
+    """Versions of ``plan`` not applied in ``schema`` (all of them before its first migration):
+    readiness, so that a pod of a newer release never serves on an older schema."""
     schema = checked_identifier(schema)
-    exists = await conn.fetchval("SELECT to_regclass($1)", f"{schema}.schema_migrations")
-    if exists is None:
-        return None
-    return await conn.fetchval(f'SELECT max(version) FROM "{schema}".schema_migrations')
+    if await conn.fetchval("SELECT to_regclass($1)", f"{schema}.schema_migrations") is None:
+        return [migration.version for migration in plan]
+    applied = {row["version"] for row in
+               await conn.fetch(f'SELECT version FROM "{schema}".schema_migrations')}
+    return [migration.version for migration in plan if migration.version not in applied]

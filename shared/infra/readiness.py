@@ -4,6 +4,9 @@ Kafka is ready when it answers a metadata request (what every client does first)
 PostgreSQL when ``pg_isready`` says it accepts connections and ``SELECT 1`` runs in the
 application's database. Each wait has a deadline and gives up early when the process
 we started has died, pointing at its log instead of timing out silently.
+
+The brokers probed here are those ``infra up`` started, on PLAINTEXT listeners: a deployment's
+Kafka security settings (``shared.messaging.kafka_security``) do not apply to them.
 """
 
 from __future__ import annotations

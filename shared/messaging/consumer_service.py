@@ -2,9 +2,11 @@
 
 Every service that applies Kafka records follows the same start-up and shutdown: it may start
 before PostgreSQL or Kafka answers (Kubernetes starts pods in any order), so connecting and
-preparing retry with backoff, bounded and interruptible by SIGTERM; on stop whatever runs
-``alongside`` stops first (an HTTP API finishes its requests in flight), then the broker (no new
-batches), and the pool last.
+preparing retry with backoff, bounded and interruptible by SIGTERM; its health endpoints answer
+from the first moment (alive; ready once PostgreSQL answers, its migrations are applied, Kafka
+answers and the group gave it partitions). On stop whatever runs ``alongside`` stops first (an
+HTTP API finishes its requests in flight), then the broker: it stops fetching, lets the batch in
+flight finish and commit its offsets (up to ``SHUTDOWN_GRACE_S``), and closes; the pool last.
 """
 
 from __future__ import annotations
@@ -16,18 +18,28 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 import asyncpg
-from faststream.kafka import KafkaBroker
+from aiokafka import AIOKafkaConsumer
+from faststream.kafka.subscriber.usecase import BatchSubscriber
+from pydantic_settings import BaseSettings
 
-from shared.config import Endpoints
+from shared.config import Settings
 from shared.db.pool import open_pool
+from shared.health import Health, NotReady
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import (Accepts, Decoder, Handler, IdempotentConsumer,
                                       decode_envelope)
+from shared.messaging.kafka_security import configured, new_broker
 from shared.messaging.subscription import subscribe
-from shared import tracing
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
+from shared.runtime import service_runtime
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_S = 15.0
+"""After SIGTERM, how long the batch in flight may take to finish and commit. Within the 30 s the
+orchestrators wait before SIGKILL (compose ``stop_grace_period``, Kubernetes
+``terminationGracePeriodSeconds``); a batch still running then is cancelled, its transaction
+rolls back and it is delivered again after the restart (and applied once: the inbox)."""
+READINESS = ("postgres", "migrations", "kafka", "partitions")
 
 
 @dataclass(frozen=True)
@@ -46,38 +58,76 @@ class ConsumerService:
     """Per consumed topic, the event types it may carry; others are dead-lettered."""
 
 
-async def serve(service: ConsumerService, endpoints: Endpoints, handler: Handler, *,
+async def serve(service: ConsumerService, settings: Settings, handler: Handler, *,
                 prepare: Callable[[asyncpg.Pool], Awaitable[object]],
+                migrated: Callable[[asyncpg.Pool], Awaitable[object]],
                 stopping: asyncio.Event,
                 alongside: Callable[[asyncpg.Pool], AbstractAsyncContextManager[object]] | None = None,
-                ) -> IdempotentConsumer:
+                shown: tuple[BaseSettings, ...] = ()) -> IdempotentConsumer:
     """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI.
 
-    ``alongside`` serves something else on the same pool while consuming (the wallet's HTTP
-    API): entered once the broker is started, left before it stops."""
-    tracing.install(service.name)
-    async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
-        with attempt:
-            pool = await open_pool(endpoints.database_url, application_name=f"intentledger-{service.name}")
-    try:
+    ``migrated`` raises unless the service's schema is at the version this code expects
+    (readiness). ``alongside`` serves something else on the same pool while consuming (the
+    wallet's HTTP API, the dispatcher's scheduler): entered once the broker is started, left
+    before it stops; what it yields, if anything, are tasks the process is not alive without.
+    ``shown``: the service's settings, for the configuration line."""
+    health = Health(service.name, *READINESS)
+    async with service_runtime(health, settings, *shown, configured()):
+        endpoints = settings.endpoints
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
             with attempt:
-                await prepare(pool)
-                await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
-        consumer = IdempotentConsumer(service.name, service.schema, pool, handler,
-                                      decoder=service.decoder, accepts=service.accepts)
-        broker = KafkaBroker(endpoints.kafka_bootstrap, logger=None)
-        consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
-        subscribe(broker, consumer, *consumes, group_id=service.name,
-                  max_records=service.batch_size, crash_point=service.crash_point)
-        await broker.start()
+                pool = await open_pool(endpoints.database_url,
+                                       application_name=f"intentledger-{service.name}")
+        health.ready_when("postgres", lambda: pool.fetchval("SELECT 1"))
         try:
-            async with alongside(pool) if alongside else nullcontext():
-                log.info("%s started, consuming %s", service.name, ", ".join(consumes))
-                await stopping.wait()
+            async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S,
+                                                    stopping=stopping):
+                with attempt:
+                    await prepare(pool)
+                    await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
+            health.ready_when("migrations", lambda: migrated(pool))
+            consumer = IdempotentConsumer(service.name, service.schema, pool, handler,
+                                          decoder=service.decoder, accepts=service.accepts)
+            broker = new_broker(endpoints.kafka_bootstrap, logger=None,
+                                graceful_timeout=SHUTDOWN_GRACE_S)
+            consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
+            subscriber = subscribe(broker, consumer, *consumes, group_id=service.name,
+                                   max_records=service.batch_size, crash_point=service.crash_point)
+            await broker.start()
+            _watch(health, subscriber)
+            try:
+                async with alongside(pool) if alongside else nullcontext() as vital:
+                    if vital:
+                        health.vital("background", lambda: vital)
+                    log.info("%s started, consuming %s", service.name, ", ".join(consumes))
+                    await stopping.wait()
+                    log.info("%s stopping: finishing the batch in flight", service.name)
+            finally:
+                await broker.stop()
+                log.info("%s stopped: %s", service.name, consumer.totals)
         finally:
-            await broker.stop()
-            log.info("%s stopped: %s", service.name, consumer.totals)
-    finally:
-        await pool.close()
+            await pool.close()
     return consumer
+
+
+def _watch(health: Health, subscriber: BatchSubscriber) -> None:
+    """Kafka answers through the consumer's own connections (and credentials); partitions are
+    what make a replica useful (more replicas than partitions leaves some idle, not ready)."""
+
+    async def kafka() -> None:
+        await _started(subscriber).topics()  # a metadata request
+
+    async def partitions() -> None:
+        if not _started(subscriber).assignment():
+            raise NotReady("no partitions assigned (joining the group, or more replicas than "
+                           "partitions)")
+
+    health.ready_when("kafka", kafka)
+    health.ready_when("partitions", partitions)
+    health.vital("consumer", lambda: subscriber.tasks)
+
+
+def _started(subscriber: BatchSubscriber) -> AIOKafkaConsumer:
+    if subscriber.consumer is None:
+        raise NotReady("consumer stopped")
+    return subscriber.consumer

@@ -11,10 +11,11 @@ from __future__ import annotations
 from aiokafka import AIOKafkaProducer
 
 from shared.messaging.envelope import Envelope
+from shared.messaging.kafka_security import client_options
 
 
 async def publish(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         for envelope in envelopes:

@@ -17,6 +17,7 @@ from aiokafka import ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from faststream.kafka.subscriber.usecase import BatchSubscriber
 
 from shared import faults
 from shared.errors import is_retryable
@@ -29,15 +30,17 @@ log = logging.getLogger(__name__)
 
 def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
               group_id: str, max_records: int = 500,
-              crash_point: str = "consumer.after_commit_before_ack") -> None:
+              crash_point: str = "consumer.after_commit_before_ack") -> BatchSubscriber:
     """``crash_point`` names the window between the database commit and the offset commit
-    (DESIGN.md §6 calls it ``intake.after_commit`` for the intake)."""
+    (DESIGN.md §6 calls it ``intake.after_commit`` for the intake). Returns the subscriber, whose
+    aiokafka consumer (once started) the health checks ask about its partitions."""
     failures = 0
+    subscriber = broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
+                                   batch_timeout_ms=50, auto_offset_reset="earliest",
+                                   ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
+                                   decoder=_raw_decoder, title=f"{consumer.name}:{','.join(topics)}")
 
-    @broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
-                       batch_timeout_ms=50, auto_offset_reset="earliest",
-                       ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
-                       decoder=_raw_decoder, title=f"{consumer.name}:{','.join(topics)}")
+    @subscriber
     async def on_batch(message: KafkaMessage) -> None:
         nonlocal failures
         records: tuple[ConsumerRecord, ...] = message.raw_message
@@ -55,6 +58,8 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
         failures = 0
         await message.ack()
         lag.record(group_id, message.consumer, records)
+
+    return subscriber
 
 
 async def _utf8_safe_parser(records: tuple[ConsumerRecord, ...], original: Any) -> Any:

@@ -21,12 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Processes a deployment runs from the image: the services, and the migrations before them.
 DEPLOYED_COMMANDS = ("serve", "migrate")
 
-#: Settings of the runtime contract the health work implements (issue 7, deliverable 4): the
-#: Dockerfile and compose already set them. Once a settings class reads a name, drop it here.
-PENDING_RUNTIME_ENV = frozenset({"INTENTLEDGER_HEALTH_HOST", "INTENTLEDGER_HEALTH_PORT",
-                                 "INTENTLEDGER_OTLP"})
 HEALTH_PORT = 8081
-"""The contract's default ``INTENTLEDGER_HEALTH_PORT``."""
+"""The ``INTENTLEDGER_HEALTH_PORT`` the image sets (unset elsewhere: no health endpoints)."""
 
 
 class _Captured(Exception):
@@ -91,10 +87,13 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 @cache
 def settings_classes() -> tuple[type[BaseSettings], ...]:
-    """Every settings class of the code base (each service's ``settings.py`` and shared ones)."""
+    """Every settings class of the code base (each service's ``settings.py`` and every shared
+    module: health, telemetry and Kafka security settings live beside what they configure)."""
     import services
+    import shared
 
-    importlib.import_module("shared.config")
+    for module in pkgutil.walk_packages(shared.__path__, "shared."):
+        importlib.import_module(module.name)
     for module in pkgutil.walk_packages(services.__path__, "services."):
         if module.name.endswith(".settings"):
             importlib.import_module(module.name)
@@ -109,17 +108,18 @@ def settings_classes() -> tuple[type[BaseSettings], ...]:
 
 @cache
 def known_env_names() -> frozenset[str]:
-    """``INTENTLEDGER_*`` names some code reads: settings fields (and their aliases), names read
-    directly from ``os.environ``, and the pending runtime contract."""
-    names = set(PENDING_RUNTIME_ENV)
+    """``INTENTLEDGER_*`` names some code reads: settings fields (and their aliases), and names
+    read directly from ``os.environ``."""
+    names: set[str] = set()
     for cls in settings_classes():
         prefix = cls.model_config.get("env_prefix", "")
         for name, field in cls.model_fields.items():
-            names.add(f"{prefix}{name}".upper())
             if isinstance(field.validation_alias, AliasChoices):
                 names.update(str(choice).upper() for choice in field.validation_alias.choices)
-            elif isinstance(field.validation_alias, str):
+            elif isinstance(field.validation_alias, str):  # the alias replaces the prefixed name
                 names.add(field.validation_alias.upper())
+            else:
+                names.add(f"{prefix}{name}".upper())
     for source in [*ROOT.joinpath("services").rglob("*.py"), *ROOT.joinpath("shared").rglob("*.py")]:
         names.update(re.findall(r"\bINTENTLEDGER_[A-Z0-9_]*[A-Z0-9]\b", source.read_text("utf-8")))
     return frozenset(names)

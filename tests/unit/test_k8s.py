@@ -7,6 +7,7 @@ objects are fed to the same checks and must be reported."""
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from services.relay.settings import RelaySettings
 from services.wallet.settings import WalletSettings
 from services.warehouse.settings import WarehouseSettings
 from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from shared.health import HealthSettings
+from shared.messaging.kafka_security import KafkaSecurity
+from shared.telemetry import TelemetrySettings
 from shared.messaging import topics as topic_names
 from shared.tools import load_registry
 from tests.support.deployment import cli_grammar, known_env_names
@@ -36,11 +40,6 @@ pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
 REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 """Deployed by the dev overlay only."""
 HEALTH_PORT, QUERY_PORT = 8081, 8090
-RUNTIME_CONTRACT_ENV = {"INTENTLEDGER_KAFKA_SECURITY_PROTOCOL", "INTENTLEDGER_KAFKA_SASL_MECHANISM",
-                        "INTENTLEDGER_KAFKA_SASL_USERNAME", "INTENTLEDGER_KAFKA_SASL_PASSWORD",
-                        "INTENTLEDGER_KAFKA_SSL_CAFILE"}
-"""The Kafka client settings the runtime work adds (issue 7, deliverable 4); the CA file is the
-one the cluster CA of a TLS listener needs."""
 
 
 def _tool_topics(registry_file: Path) -> set[str]:
@@ -187,9 +186,30 @@ def test_every_variable_set_is_one_the_code_reads(objects):
         for container in containers(template):
             names |= set(env_of(container))
     unknown = {name for name in names if name.startswith("INTENTLEDGER_")} - known_env_names()
-    assert unknown <= RUNTIME_CONTRACT_ENV
+    assert unknown == set()
     assert env_map["INTENTLEDGER_HEALTH_PORT"] == str(HEALTH_PORT)
     assert env_map["INTENTLEDGER_QUERY_PORT"] == str(QUERY_PORT)
+
+
+def test_each_pods_runtime_settings_are_accepted_by_the_code(objects, monkeypatch):
+    """Kafka security, health and telemetry as every Deployment sets them (the ConfigMap and its
+    own variables) are valid for the settings classes that read them: a SCRAM login over
+    verified TLS for each Kafka client, OTLP over gRPC, the probes' port."""
+    for name, deployment in of_kind(objects, "Deployment").items():
+        env = dict(shared_env(objects))
+        for variable, entry in env_of(deployment["spec"]["template"]["spec"]["containers"][0]).items():
+            env[variable] = entry.get("value", f"<secret {variable}>")
+        for variable in [v for v in os.environ if v.startswith(("INTENTLEDGER_", "OTEL_"))]:
+            monkeypatch.delenv(variable)
+        for variable, value in env.items():
+            monkeypatch.setenv(variable, value)
+        if name != "query":  # it creates no Kafka client, so it never reads these (nor has a user)
+            kafka = KafkaSecurity()
+            assert (kafka.security_protocol, kafka.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+            assert kafka.sasl_username == f"intentledger-{name}"
+        assert HealthSettings().port == HEALTH_PORT, name
+        telemetry = TelemetrySettings()
+        assert telemetry.otlp and telemetry.otlp_protocol == "grpc", name
 
 
 SETTINGS_OWNER = {"INTAKE": "proposal-intake", "POLICY": "policy", "DISPATCHER": "dispatcher",

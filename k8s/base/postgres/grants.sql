@@ -46,11 +46,13 @@ BEGIN
                                                  ELSE 'TABLE' END,
                            relation.name, role_name);
         END LOOP;
-        -- The relay publishes every outbox: it may read, mark and purge outbox rows, nothing else.
+        -- The relay publishes every outbox: it may read, mark and purge outbox rows, and read
+        -- which migrations are applied (its readiness: the outbox it drains is migrated).
         IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'relay')
            AND to_regclass(format('%I.outbox', schema_name)) IS NOT NULL THEN
             EXECUTE format('GRANT USAGE ON SCHEMA %I TO relay', schema_name);
             EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.outbox TO relay', schema_name);
+            EXECUTE format('GRANT SELECT ON %I.schema_migrations TO relay', schema_name);
         END IF;
     END LOOP;
 

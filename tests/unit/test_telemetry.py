@@ -1,0 +1,95 @@
+"""OTLP export, against an in-process OTLP/gRPC receiver: with ``INTENTLEDGER_OTLP=1`` a process's
+spans and metrics reach the collector its ``OTEL_EXPORTER_OTLP_ENDPOINT`` names, labelled with
+the service; without it nothing is exported; an exporter protocol that is not installed is
+refused instead of exporting nowhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from pydantic import ValidationError
+
+from shared.telemetry import TelemetrySettings, providers
+
+
+@dataclass
+class Received:
+    spans: list[tuple[str, str]] = field(default_factory=list)
+    """(service.name, span name)"""
+    metrics: list[tuple[str, str]] = field(default_factory=list)
+    """(service.name, metric name)"""
+
+
+def _service(resource) -> str:
+    return next(a.value.string_value for a in resource.attributes if a.key == "service.name")
+
+
+class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request, context):  # noqa: N802 - the gRPC method's name
+        self.received.spans += [(_service(r.resource), span.name) for r in request.resource_spans
+                                for scope in r.scope_spans for span in scope.spans]
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request, context):  # noqa: N802
+        self.received.metrics += [(_service(r.resource), metric.name)
+                                  for r in request.resource_metrics
+                                  for scope in r.scope_metrics for metric in scope.metrics]
+        return metrics_service_pb2.ExportMetricsServiceResponse()
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, Received]]:
+    """An OTLP/gRPC receiver on a free loopback port, as the collector's 4317 is."""
+    received = Received()
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(received), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(received), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"http://127.0.0.1:{port}", received
+    server.stop(grace=None)
+
+
+def test_spans_and_metrics_reach_the_collector(collector, monkeypatch):
+    endpoint, received = collector
+    monkeypatch.setenv("INTENTLEDGER_OTLP", "1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")  # as compose sets it
+    tracer_provider, meter_provider = providers("dispatcher", TelemetrySettings())
+    try:
+        with tracer_provider.get_tracer("test").start_as_current_span("ledger.authorizations process"):
+            pass
+        meter_provider.get_meter("test").create_counter("consumer.applied").add(3)
+        assert tracer_provider.force_flush(10_000) and meter_provider.force_flush(10_000)
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    assert received.spans == [("dispatcher", "ledger.authorizations process")]
+    assert ("dispatcher", "consumer.applied") in received.metrics
+
+
+def test_without_otlp_nothing_is_exported(monkeypatch):
+    monkeypatch.delenv("INTENTLEDGER_OTLP", raising=False)
+    tracer_provider, meter_provider = providers("relay", TelemetrySettings())
+    assert meter_provider is None
+    assert not tracer_provider._active_span_processor._span_processors
+
+
+def test_an_exporter_protocol_that_is_not_installed_is_refused(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    with pytest.raises(ValidationError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
+        TelemetrySettings()

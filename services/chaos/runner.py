@@ -23,7 +23,7 @@ from services.chaos.assertions import Verdict, evaluate
 from services.chaos.environment import service_env
 from services.chaos.positions import Positions
 from services.chaos.quiescence import MOVING, wait_quiet
-from services.chaos.stack import Replica as Process
+from services.chaos.stack import ServiceProcess
 from services.chaos.stack import Stack
 from services.chaos.submit import Sent, publish_raw, send_turn, turns
 from services.projection.replay import replay
@@ -224,7 +224,7 @@ class Scenario:
     def _inject_rules(self, service: str) -> list[Inject]:
         return [f for f in self.protocol.faults if isinstance(f, Inject) and f.service == service]
 
-    async def _supervise(self, replica: Process) -> None:
+    async def _supervise(self, replica: ServiceProcess) -> None:
         """Watch one replica like an orchestrator: an injected exit is recorded (facts
         snapshotted) and restarted; any other death is a problem, and restarted too."""
         while not self.stopping:
@@ -247,7 +247,7 @@ class Scenario:
                                             f"see {replica.log_path}")
             await self.stack.launch(replica, self._env(replica.service, replica))
 
-    async def _wait_released(self, replica: Process) -> None:
+    async def _wait_released(self, replica: ServiceProcess) -> None:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
@@ -340,7 +340,7 @@ class Scenario:
                                         "test what it says")
 
     @staticmethod
-    def _fired_in_log(replica: Process, rule: Inject) -> bool:
+    def _fired_in_log(replica: ServiceProcess, rule: Inject) -> bool:
         return _hits(replica, rule) > 0
 
     def _fault_hits(self) -> dict[str, int]:
@@ -355,7 +355,7 @@ class Scenario:
     def _groups(self) -> list[str]:
         return sorted(CONSUMER_GROUPS & {service for service, _ in self.stack.replicas})
 
-    def _env(self, service: str, replica: Process | None = None, *, armed: bool = True
+    def _env(self, service: str, replica: ServiceProcess | None = None, *, armed: bool = True
              ) -> dict[str, str]:
         """The scenario's settings for ``service`` with the fault rules not yet fired; only
         replica 1 of a service carries injected faults (a started replica is never armed)."""
@@ -395,6 +395,6 @@ class Scenario:
         return round(time.monotonic() - self.began, 2)
 
 
-def _hits(replica: Process, rule: Inject) -> int:
+def _hits(replica: ServiceProcess, rule: Inject) -> int:
     mark = f"fault injected: {rule.point} -> {rule.action}\n".encode()
     return replica.log_path.read_bytes().count(mark) if replica.log_path.exists() else 0

@@ -29,7 +29,8 @@ port, and a process's fault rules are the protocol's alone (a protocol may set e
 
 
 @dataclass
-class Replica:
+class ServiceProcess:
+    """One replica of a service: the OS process it runs now, and the ones before (restarts)."""
     service: str
     number: int
     env: dict[str, str]
@@ -57,21 +58,21 @@ class Stack:
         self._endpoints = endpoints
         self._logs_dir = logs_dir / "chaos" / scenario
         self._logs_dir.mkdir(parents=True, exist_ok=True)
-        self.replicas: dict[tuple[str, int], Replica] = {}
+        self.replicas: dict[tuple[str, int], ServiceProcess] = {}
 
-    def replica(self, service: str, number: int = 1) -> Replica:
+    def replica(self, service: str, number: int = 1) -> ServiceProcess:
         return self.replicas[(service, number)]
 
-    async def start(self, service: str, env: dict[str, str]) -> Replica:
+    async def start(self, service: str, env: dict[str, str]) -> ServiceProcess:
         """A new replica of ``service`` (the first, or one more)."""
         number = 1 + sum(1 for (name, _) in self.replicas if name == service)
-        replica = Replica(service, number, env, self._logs_dir / f"{service}-{number}.log")
+        replica = ServiceProcess(service, number, env, self._logs_dir / f"{service}-{number}.log")
         replica.log_path.write_bytes(b"")  # one execution per log: fault firings are counted in it
         self.replicas[(service, number)] = replica
         await self.launch(replica)
         return replica
 
-    async def launch(self, replica: Replica, env: dict[str, str] | None = None) -> None:
+    async def launch(self, replica: ServiceProcess, env: dict[str, str] | None = None) -> None:
         """(Re)start one replica's process and wait until it is ready."""
         if env is not None:
             replica.env = env
@@ -86,7 +87,7 @@ class Stack:
         replica.starts += 1
         await self._ready(replica, offset)
 
-    async def _ready(self, replica: Replica, offset: int) -> None:
+    async def _ready(self, replica: ServiceProcess, offset: int) -> None:
         deadline = time.monotonic() + START_DEADLINE_S
         while True:
             with replica.log_path.open("rb") as log:
@@ -100,7 +101,7 @@ class Stack:
                                    f"see {replica.log_path}")
             await asyncio.sleep(0.1)
 
-    async def wait_exit(self, replica: Replica) -> int:
+    async def wait_exit(self, replica: ServiceProcess) -> int:
         """Until the current process ends (for an injected exit); returns its status."""
         assert replica.process is not None
         process = replica.process
@@ -109,7 +110,7 @@ class Stack:
         replica.exits.append(status)
         return status
 
-    def send(self, replica: Replica, sig: signal.Signals) -> None:
+    def send(self, replica: ServiceProcess, sig: signal.Signals) -> None:
         if not replica.running:
             raise RuntimeError(f"{replica.label} is not running")
         assert replica.process is not None

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench-relay infra-up infra-down install clean
+.PHONY: demo test bench bench-quick bench-relay infra-up infra-down install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "intentledger needs Python >= 3.11")'
@@ -20,6 +20,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -ra
+
+# The end-to-end benchmark (bench/e2e.py): every service as a process, an open-loop ramp of
+# proposals, correctness at the end; writes bench/results/e2e.json and PNG plots. Extra flags:
+# make bench BENCH_ARGS="--rates 100,400 --step-seconds 30"; `make bench-quick` is a smoke.
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m bench.e2e $(BENCH_ARGS)
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.e2e --quick $(BENCH_ARGS)
 
 bench-relay: $(STAMP)
 	$(BIN)/python -m bench.relay

@@ -1,0 +1,23 @@
+"""Baselines and the peer that the end-to-end benchmark measures in the same run.
+
+Each module has one coroutine ``run(endpoints, **size)`` returning a small dict of figures (see
+each module's docstring for what it measures and why the comparison is fair). Every figure is
+taken with full durability: PostgreSQL ``synchronous_commit=on`` (checked), Kafka ``acks=all``
+with idempotence. Each cleans up what it creates (scratch schema, topics or database).
+
+    python -m bench.baselines pgbench|kafka_raw|faststream_vs_raw|dbos_peer [--seconds S] [--records N] ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+
+NAMES = ("pgbench", "kafka_raw", "faststream_vs_raw", "dbos_peer")
+
+
+def baseline(name: str) -> Callable[..., Awaitable[dict]]:
+    """``run`` of the baseline ``name`` (imported lazily: dbos is only in the bench extra)."""
+    if name not in NAMES:
+        raise KeyError(f"unknown baseline {name!r}: one of {', '.join(NAMES)}")
+    return importlib.import_module(f"bench.baselines.{name}").run

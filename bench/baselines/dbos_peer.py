@@ -1,0 +1,377 @@
+"""The peer: the same four-step pipeline as a DBOS Transact durable workflow, on the same PostgreSQL.
+
+DBOS Transact (PyPI ``dbos``, pinned in pyproject's ``bench`` extra) checkpoints every step of a
+workflow in PostgreSQL and resumes a crashed workflow from its last completed step: durable
+execution without Kafka. Here one workflow per proposal runs the pipeline our services split
+across Kafka hops, each step a DBOS datasource transaction (the step's writes and DBOS's
+checkpoint of its output commit together, so a step runs exactly once; ``steps="step"`` instead
+runs plain ``DBOS.step``s over an asyncpg pool, checkpointed after their own commit):
+
+1. intake: validate the proposal, record the intent (unique operation key);
+2. policy: decide (amount limit, allowed tool), record the decision;
+3. dispatch: debit a wallet row idempotently by operation key (unique debit row + balance update);
+4. project: upsert the read-model row.
+
+The workflow id is the operation key (DBOS's own idempotency: starting it again returns the
+same workflow). Tuned fairly: a fresh database of its own on the same server (system tables and
+datasource checkpoints in schema ``dbos``, application tables in ``peer``), steps at READ
+COMMITTED (as our services; DBOS defaults to SERIALIZABLE), connection pools sized to the
+concurrency (no pre-ping), no concurrency cap (workflows started directly, or in ``queue`` mode
+through a queue with no limit polled every 10 ms, whose results are polled every 10 ms too),
+10 ms notification polling, no tracing, no cloud. Same durability as ours: ``synchronous_commit=on`` (checked).
+
+Figures: ``workflows_per_s`` with ``concurrency`` starters each starting a workflow and awaiting
+its result in a loop for ``seconds`` (saturation), and ``p50_ms``/``p99_ms`` of start → result
+with one workflow in flight. Afterwards every workflow is checked: one intent, one decision, one
+debit and one read-model row per workflow, balances adding up, every workflow SUCCESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+import sqlalchemy as sa
+
+from bench.baselines._common import quantile, require_durable, scratch_name
+from shared.config import Endpoints
+
+WALLET_BALANCE = 10**12
+AMOUNT_LIMIT = 10_000
+ALLOWED_TOOLS = frozenset({"wallet.debit"})
+APP_SCHEMA = "peer"
+QUEUE = "bench-peer"
+
+
+async def run(endpoints: Endpoints, *, seconds: float = 10.0, concurrency: int = 32,
+              latency_workflows: int = 200, wallets: int = 1000, mode: str = "direct",
+              steps: str = "transaction", warmup_workflows: int = 50) -> dict:
+    """Returns ``workflows_per_s``, ``p50_ms``, ``p99_ms`` (one in flight), ``saturated_p50_ms``,
+    ``saturated_p99_ms``, ``completed``, ``concurrency``, ``seconds``, ``mode``, ``steps``,
+    ``dbos_version``, ``synchronous_commit``, ``checked`` (the correctness check passed).
+
+    ``mode``: ``direct`` (``start_workflow_async``) or ``queue`` (an uncapped queue polled every
+    10 ms). ``steps``: ``transaction`` (datasource transactions) or ``step`` (``DBOS.step`` over an
+    asyncpg pool; ``direct`` mode only: queued workflows run on DBOS's own event loop)."""
+    if mode not in ("direct", "queue") or steps not in ("transaction", "step"):
+        raise ValueError("mode is 'direct' or 'queue'; steps is 'transaction' or 'step'")
+    if mode == "queue" and steps == "step":
+        raise ValueError("steps='step' runs on the caller's event loop: mode='direct' only")
+    admin = await asyncpg.connect(endpoints.database_url)
+    database = scratch_name("intentledger_dbos")
+    try:
+        synchronous_commit = await require_durable(admin)
+        await admin.execute(f'CREATE DATABASE "{database}"')
+        url = _with_database(endpoints.database_url, database)
+        await _create_app_tables(url, wallets)
+        peer = await _Peer.launch(url, concurrency, mode, steps)
+        try:
+            await peer.sequential(warmup_workflows, wallets)
+            latencies = await peer.sequential(latency_workflows, wallets)
+            completed, elapsed, saturated = await peer.saturate(concurrency, seconds, wallets)
+        finally:
+            await peer.close()
+        started = warmup_workflows + latency_workflows + completed
+        await _check(url, started)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        await admin.close()
+    return {
+        "workflows_per_s": completed / elapsed,
+        "p50_ms": quantile(latencies, 0.50),
+        "p99_ms": quantile(latencies, 0.99),
+        "saturated_p50_ms": quantile(saturated, 0.50),
+        "saturated_p99_ms": quantile(saturated, 0.99),
+        "completed": completed,
+        "concurrency": concurrency,
+        "seconds": elapsed,
+        "mode": mode,
+        "steps": steps,
+        "dbos_version": importlib.metadata.version("dbos"),
+        "synchronous_commit": synchronous_commit,
+        "checked": True,
+    }
+
+
+class _Peer:
+    """One launched DBOS instance (a process-wide singleton: one peer at a time)."""
+
+    def __init__(self, dbos_class: Any, datasource: Any, asyncpg_pool: Any, pipeline: Any, mode: str,
+                 previous_executor: Any) -> None:
+        self._dbos, self._datasource, self._asyncpg_pool = dbos_class, datasource, asyncpg_pool
+        self._pipeline, self._mode, self._previous_executor = pipeline, mode, previous_executor
+
+    @classmethod
+    async def launch(cls, url: str, concurrency: int, mode: str, steps: str) -> _Peer:
+        from dbos import DBOS, AsyncSQLAlchemyDatasource
+
+        pool = concurrency + 8
+        # DBOS makes its own thread pool the loop's default executor and shuts that pool down in
+        # destroy(): the caller's later asyncio.to_thread calls must get theirs back.
+        previous_executor = getattr(asyncio.get_running_loop(), "_default_executor", None)
+        DBOS(config={
+            "name": "intentledger-bench-peer",
+            "system_database_url": url,
+            "sys_db_pool_size": pool,
+            "db_engine_kwargs": {"pool_size": pool, "max_overflow": 0, "pool_timeout": 30,
+                                 "pool_pre_ping": False,
+                                 "connect_args": {"application_name": "dbos_bench_peer"}},
+            "notification_listener_polling_interval_sec": 0.01,
+            "log_level": "WARNING",
+            "enable_otlp": False,
+            "application_version": "bench",
+        })
+        datasource = asyncpg_pool = None
+        try:
+            if steps == "transaction":
+                datasource = await AsyncSQLAlchemyDatasource.create(
+                    url, engine_kwargs={"pool_size": pool, "max_overflow": 0, "pool_pre_ping": False})
+            else:
+                asyncpg_pool = await asyncpg.create_pool(url, min_size=1, max_size=pool)
+            pipeline = _register(DBOS, datasource, asyncpg_pool)
+            await asyncio.to_thread(DBOS.launch)
+            peer = cls(DBOS, datasource, asyncpg_pool, pipeline, mode, previous_executor)
+        except BaseException:
+            DBOS.destroy(destroy_registry=True)
+            _restore_executor(previous_executor)
+            if datasource is not None:
+                await datasource.engine.dispose()
+            if asyncpg_pool is not None:
+                await asyncpg_pool.close()
+            raise
+        if mode == "queue":
+            try:
+                await DBOS.register_queue_async(QUEUE, polling_interval_sec=0.01)
+            except BaseException:
+                await peer.close()
+                raise
+        return peer
+
+    async def one(self, wallets: int) -> float:
+        from dbos import SetWorkflowID
+
+        proposal = _proposal(wallets)
+        started = time.perf_counter()
+        with SetWorkflowID(proposal["operation_key"]):
+            if self._mode == "queue":
+                handle = await self._dbos.enqueue_workflow_async(QUEUE, self._pipeline, proposal)
+            else:
+                handle = await self._dbos.start_workflow_async(self._pipeline, proposal)
+        if self._mode == "queue":
+            result = await handle.get_result(polling_interval_sec=0.01)
+        else:
+            result = await handle.get_result()
+        if result["outcome"] != "allowed" or not result["debited"]:
+            raise RuntimeError(f"workflow {proposal['operation_key']} ended {result}")
+        return (time.perf_counter() - started) * 1000
+
+    async def sequential(self, count: int, wallets: int) -> list[float]:
+        return [await self.one(wallets) for _ in range(count)]
+
+    async def saturate(self, concurrency: int, seconds: float, wallets: int) -> tuple[int, float, list[float]]:
+        latencies: list[float] = []
+        started = time.perf_counter()
+        deadline = started + seconds
+
+        async def starter() -> None:
+            while time.perf_counter() < deadline:
+                latencies.append(await self.one(wallets))
+
+        await asyncio.gather(*(starter() for _ in range(concurrency)))
+        return len(latencies), time.perf_counter() - started, latencies
+
+    async def close(self) -> None:
+        self._dbos.destroy(destroy_registry=True)  # nothing in flight: returns promptly
+        _restore_executor(self._previous_executor)
+        if self._datasource is not None:
+            await self._datasource.engine.dispose()
+        if self._asyncpg_pool is not None:
+            await self._asyncpg_pool.close()
+
+
+def _restore_executor(previous: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    asyncio.get_running_loop().set_default_executor(previous or ThreadPoolExecutor())
+
+
+def _register(DBOS: Any, datasource: Any, pool: asyncpg.Pool | None) -> Any:
+    """The workflow and its steps, registered afresh in DBOS's (just reset) registry. Steps are
+    datasource transactions, or with ``pool`` plain ``DBOS.step``s each running one asyncpg
+    transaction (their writes are idempotent by key, so a step re-run after a crash between its
+    commit and DBOS's checkpoint changes nothing)."""
+    if pool is None:
+        decorate = datasource.transaction(isolation_level="READ COMMITTED")
+
+        def step(logic: Any) -> Any:
+            async def run_in_session(*args: Any) -> Any:
+                return await logic(_SessionDb(await datasource.sql_session().connection()), *args)
+            run_in_session.__name__ = run_in_session.__qualname__ = logic.__name__
+            return decorate(run_in_session)
+    else:
+        def step(logic: Any) -> Any:
+            async def run_in_transaction(*args: Any) -> Any:
+                async with pool.acquire() as conn, conn.transaction():
+                    return await logic(_PoolDb(conn), *args)
+            run_in_transaction.__name__ = run_in_transaction.__qualname__ = logic.__name__
+            return DBOS.step(name=logic.__name__)(run_in_transaction)
+
+    intake, decide, dispatch, project = (step(logic) for logic in (_intake, _decide, _dispatch, _project))
+
+    @DBOS.workflow(name="bench_peer_pipeline")
+    async def pipeline(proposal: dict) -> dict:
+        call_id = await intake(proposal)
+        outcome = await decide(call_id, proposal)
+        debited = await dispatch(call_id, proposal) if outcome == "allowed" else False
+        await project(call_id, outcome, debited)
+        return {"logical_call_id": call_id, "outcome": outcome, "debited": debited}
+
+    return pipeline
+
+
+class _SessionDb:
+    """SQL with ``%s`` placeholders on the datasource transaction's connection (psycopg)."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        return (await self._connection.exec_driver_sql(sql, args)).first()
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return (await self._connection.exec_driver_sql(sql, args)).rowcount
+
+
+class _PoolDb:
+    """The same SQL on an asyncpg connection (``%s`` → ``$n``, prepared and cached by asyncpg)."""
+
+    def __init__(self, connection: asyncpg.Connection) -> None:
+        self._connection = connection
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._connection.fetchrow(_dollars(sql), *args)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return int((await self._connection.execute(_dollars(sql), *args)).split()[-1])
+
+
+def _dollars(sql: str) -> str:
+    parts = sql.split("%s")
+    return "".join(part + (f"${index + 1}" if index < len(parts) - 1 else "") for index, part in enumerate(parts))
+
+
+async def _intake(db: Any, proposal: dict) -> str:
+    missing = [name for name in ("operation_key", "run_id", "tenant_id", "tool_name", "arguments")
+               if not proposal.get(name)]
+    amount = proposal.get("arguments", {}).get("amount_minor")
+    if missing or not isinstance(amount, int) or amount <= 0:
+        raise ValueError(f"invalid proposal: missing {missing}, amount {amount!r}")
+    row = await db.fetchrow(
+        f"INSERT INTO {APP_SCHEMA}.intents (logical_call_id, operation_key, run_id, tenant_id, tool_name,"
+        " arguments, state) VALUES (%s, %s, %s, %s, %s, %s::jsonb, 'accepted')"
+        " ON CONFLICT (operation_key) DO NOTHING RETURNING logical_call_id",
+        uuid.uuid4(), proposal["operation_key"], proposal["run_id"], proposal["tenant_id"],
+        proposal["tool_name"], json.dumps(proposal["arguments"]))
+    if row is None:
+        row = await db.fetchrow(f"SELECT logical_call_id FROM {APP_SCHEMA}.intents WHERE operation_key = %s",
+                                proposal["operation_key"])
+    return str(row[0])
+
+
+async def _decide(db: Any, call_id: str, proposal: dict) -> str:
+    amount = proposal["arguments"]["amount_minor"]
+    if proposal["tool_name"] not in ALLOWED_TOOLS:
+        outcome, rule = "denied", "tool-not-allowed"
+    elif amount > AMOUNT_LIMIT:
+        outcome, rule = "denied", "amount-limit"
+    else:
+        outcome, rule = "allowed", "default-allow"
+    await db.execute(f"INSERT INTO {APP_SCHEMA}.decisions (logical_call_id, outcome, rule) VALUES (%s, %s, %s)"
+                     " ON CONFLICT (logical_call_id) DO NOTHING", uuid.UUID(call_id), outcome, rule)
+    return outcome
+
+
+async def _dispatch(db: Any, call_id: str, proposal: dict) -> bool:
+    amount, wallet = proposal["arguments"]["amount_minor"], proposal["arguments"]["wallet_id"]
+    inserted = await db.fetchrow(
+        f"INSERT INTO {APP_SCHEMA}.debits (operation_key, logical_call_id, wallet_id, amount_minor)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (operation_key) DO NOTHING RETURNING 1",
+        proposal["operation_key"], uuid.UUID(call_id), wallet, amount)
+    if inserted is not None:
+        updated = await db.execute(
+            f"UPDATE {APP_SCHEMA}.wallets SET balance_minor = balance_minor - %s, version = version + 1"
+            " WHERE id = %s AND balance_minor >= %s", amount, wallet, amount)
+        if updated != 1:
+            raise RuntimeError(f"wallet {wallet}: insufficient funds")
+    return True
+
+
+async def _project(db: Any, call_id: str, outcome: str, debited: bool) -> None:
+    await db.execute(
+        f"INSERT INTO {APP_SCHEMA}.read_model (logical_call_id, state, updated_at) VALUES (%s, %s, now())"
+        " ON CONFLICT (logical_call_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+        uuid.UUID(call_id), "succeeded" if debited else outcome)
+
+
+def _proposal(wallets: int) -> dict:
+    key = uuid.uuid4()
+    return {"operation_key": f"op-{key.hex}", "run_id": f"run-{key.int % 200}", "tenant_id": "tenant-1",
+            "tool_name": "wallet.debit",
+            "arguments": {"wallet_id": f"w-{key.int % wallets}", "amount_minor": 1 + key.int % 999,
+                          "currency": "EUR"}}
+
+
+def _with_database(url: str, database: str) -> str:
+    return str(sa.make_url(url).set(database=database).render_as_string(hide_password=False))
+
+
+async def _create_app_tables(url: str, wallets: int) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f"""
+CREATE SCHEMA {APP_SCHEMA};
+CREATE TABLE {APP_SCHEMA}.intents (
+    logical_call_id uuid PRIMARY KEY, operation_key text NOT NULL UNIQUE, run_id text NOT NULL,
+    tenant_id text NOT NULL, tool_name text NOT NULL, arguments jsonb NOT NULL, state text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE {APP_SCHEMA}.decisions (
+    logical_call_id uuid PRIMARY KEY, outcome text NOT NULL, rule text NOT NULL,
+    issued_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE {APP_SCHEMA}.wallets (
+    id text PRIMARY KEY, balance_minor bigint NOT NULL CHECK (balance_minor >= 0),
+    version bigint NOT NULL DEFAULT 1);
+CREATE TABLE {APP_SCHEMA}.debits (
+    operation_key text PRIMARY KEY, logical_call_id uuid NOT NULL, wallet_id text NOT NULL REFERENCES {APP_SCHEMA}.wallets (id),
+    amount_minor bigint NOT NULL CHECK (amount_minor > 0), created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE {APP_SCHEMA}.read_model (
+    logical_call_id uuid PRIMARY KEY, state text NOT NULL, updated_at timestamptz NOT NULL);
+""")
+        await conn.execute(f"INSERT INTO {APP_SCHEMA}.wallets (id, balance_minor) "
+                           "SELECT 'w-' || g, $1 FROM generate_series(0, $2 - 1) AS g", WALLET_BALANCE, wallets)
+    finally:
+        await conn.close()
+
+
+async def _check(url: str, workflows: int) -> None:
+    """Exactly one row of each kind per workflow, and the money adds up."""
+    conn = await asyncpg.connect(url)
+    try:
+        counts = {table: await conn.fetchval(f"SELECT count(*) FROM {APP_SCHEMA}.{table}")
+                  for table in ("intents", "decisions", "debits", "read_model")}
+        debited = await conn.fetchval(f"SELECT coalesce(sum(amount_minor), 0) FROM {APP_SCHEMA}.debits")
+        spent = await conn.fetchval(f"SELECT sum($1 - balance_minor) FROM {APP_SCHEMA}.wallets", WALLET_BALANCE)
+        statuses = dict(await conn.fetch("SELECT status, count(*) FROM dbos.workflow_status GROUP BY status"))
+    finally:
+        await conn.close()
+    problems = [f"{table}: {count} rows" for table, count in counts.items() if count != workflows]
+    if debited != spent:
+        problems.append(f"debits total {debited} but wallets lost {spent}")
+    if statuses.get("SUCCESS", 0) != workflows or len(statuses) != 1:
+        problems.append(f"workflow statuses {statuses}")
+    if problems:
+        raise RuntimeError(f"DBOS peer check failed ({workflows} workflows): {'; '.join(problems)}")

@@ -115,6 +115,8 @@ OPENING_BALANCE_MINOR = 10**13
 AMOUNT, AMOUNT_MINOR = "1.00", 100
 TICK_S = 0.005
 SAMPLE_S = 1.0
+OTHER_LOAD_WARNING_CORES = 0.15
+"""Above this much CPU used by processes that are not the benchmark's, a step is flagged."""
 PSS_EVERY = 5
 """PostgreSQL's memory is summed as PSS (shared buffers counted once), read every 5th sample."""
 
@@ -1030,6 +1032,13 @@ class Bench:
                 correctness: dict[str, Any], baselines: dict[str, Any],
                 cpu_end: dict[str, float]) -> dict[str, Any]:
         steps = [self._step_figures(step, hops) for step in self.steps]
+        for step in steps:
+            other = step["cpu"].get("other processes", {}).get("cores", 0.0)
+            if other > OTHER_LOAD_WARNING_CORES:
+                self.warnings.append(
+                    f"{step['phase']} {step['rate_per_s']}/s: other processes used {other:.2f} "
+                    "cores of the machine during the step; its figures are lower than this "
+                    "stack alone would reach")
         sustainable = [s for s in steps if s["sustainable"] and s["phase"] == "ramp"]
         best = max(sustainable, key=lambda s: s["offered_per_s"], default=None)
         headline = next((s for s in steps if s["phase"] == "latency"), None) or \

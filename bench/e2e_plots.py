@@ -180,23 +180,28 @@ def _cpu(result: dict[str, Any], bench: Any, path: Path) -> None:
 
 
 def _hops(result: dict[str, Any], bench: Any, path: Path) -> None:
+    """One panel per step (each on its own scale): p50 and p99 of every hop, in pipeline order."""
     import matplotlib.pyplot as plt
 
     hops = result["hops"]
     steps = [s for s in result["steps"] if s["hops_ms"]]
     if not steps:
         return
-    figure, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
-    for axis, quantile in zip(axes, ("p50", "p99")):
-        left = np.zeros(len(steps))
-        labels = [f"{s['rate_per_s']}/s" for s in steps]
-        for index, hop in enumerate(hops):
-            values = np.array([(s["hops_ms"].get(hop) or {}).get(quantile) or 0.0 for s in steps])
-            axis.barh(labels, values, left=left, label=hop, color=COLOURS[index % len(COLOURS)])
-            left += values
-        axis.set_xlabel(f"{quantile} of each hop (ms), stacked")
-        axis.set_title(f"Where the time goes: {quantile} per hop")
-    axes[0].legend(fontsize=7, loc="lower right")
+    figure, axes = plt.subplots(len(steps), 1, figsize=(10, 1.2 + 2.3 * len(steps)),
+                                squeeze=False)
+    positions = np.arange(len(hops))
+    for axis, step in zip(axes[:, 0], steps):
+        for offset, quantile, colour in ((-0.2, "p50", COLOURS[0]), (0.2, "p99", COLOURS[4])):
+            values = [(step["hops_ms"].get(hop) or {}).get(quantile) or 0.0 for hop in hops]
+            axis.barh(positions + offset, values, height=0.4, color=colour, label=quantile)
+        axis.set_yticks(positions, hops, fontsize=7)
+        axis.invert_yaxis()
+        axis.set_title(f"{step['phase']} {step['rate_per_s']}/s: end to end p50 "
+                       f"{step['settled_ms']['p50']} ms, p99 {step['settled_ms']['p99']} ms",
+                       fontsize=9)
+        axis.tick_params(axis="x", labelsize=7)
+        axis.legend(fontsize=7, loc="lower right")
+    axes[-1, 0].set_xlabel("latency of each hop (ms), from the ledger's own timestamps")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -90,41 +90,42 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{schema}: {', '.join(applied) if applied else 'up to date'}")
         return 0
     if args.command == "serve":
+        from shared import event_loop
         from shared.logs import configure_logging
 
         configure_logging(args.log_level, service=args.service)
         if args.service == "relay":
             from services.relay.main import run_relay
 
-            asyncio.run(run_relay(settings))
+            event_loop.run(run_relay(settings))
         elif args.service == "proposal-intake":
             from services.proposal_intake.main import run_intake
 
-            asyncio.run(run_intake(settings))
+            event_loop.run(run_intake(settings))
         elif args.service == "policy":
             from services.policy.main import run_policy
 
-            asyncio.run(run_policy(settings))
+            event_loop.run(run_policy(settings))
         elif args.service == "dispatcher":
             from services.dispatcher.main import run_dispatcher
 
-            asyncio.run(run_dispatcher(settings))
+            event_loop.run(run_dispatcher(settings))
         elif args.service == "wallet":
             from services.wallet.main import run_wallet
 
-            asyncio.run(run_wallet(settings))
+            event_loop.run(run_wallet(settings))
         elif args.service == "projection":
             from services.projection.main import run_projection
 
-            asyncio.run(run_projection(settings))
+            event_loop.run(run_projection(settings))
         elif args.service == "query":
             from services.query.main import run_query
 
-            asyncio.run(run_query(settings))
+            event_loop.run(run_query(settings))
         else:
             from services.warehouse.main import run_warehouse
 
-            asyncio.run(run_warehouse(settings))
+            event_loop.run(run_warehouse(settings))
         return 0
     if args.command == "demo":
         import logging

@@ -109,15 +109,16 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
     return bool(inserted)
 
 
-async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime) -> Call | None:
-    """One due call of a run this worker owns, or nobody owns, or whose lease has expired;
-    other workers' due calls are skipped, not waited for."""
-    row = await conn.fetchrow(
+async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
+                    limit: int) -> list[Call]:
+    """Up to ``limit`` due calls of runs this worker owns, or nobody owns, or whose lease has
+    expired, oldest due first; other workers' due calls are skipped, not waited for."""
+    rows = await conn.fetch(
         f"SELECT c.* FROM {SCHEMA}.calls c LEFT JOIN {SCHEMA}.leases l ON l.run_id = c.run_id"
         " WHERE c.next_action_at <= $2"
         "   AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
-        " ORDER BY c.next_action_at LIMIT 1 FOR UPDATE OF c SKIP LOCKED", worker_id, now)
-    return Call.of(row) if row else None
+        " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED", worker_id, now, limit)
+    return [Call.of(row) for row in rows]
 
 
 async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> Call | None:

@@ -1,5 +1,10 @@
-"""The loop that takes steps: claim a due call, hold its run's lease, step, commit, then do what
-must happen outside the transaction (crash points, HTTP calls, recording their outcome).
+"""The loop that takes steps: claim due calls, hold their runs' leases, step each, commit, then
+do what must happen outside the transaction (crash points, HTTP calls, recording their outcome).
+
+Many calls are stepped in one transaction, each in a savepoint: a step that fails for a reason
+of its own (a bug, a lost race) is rolled back alone and retried a moment later, and the
+others commit. Leases are taken in run order, so two loops stepping calls of the same runs
+wait for each other instead of deadlocking.
 
 Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
 are compared by one clock however many replicas run.
@@ -10,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -21,7 +27,7 @@ from services.dispatcher.breaker import Breakers
 from services.dispatcher.metrics import STALE_WRITE, DispatcherMetrics
 from services.dispatcher.retry_budget import backoff
 from services.dispatcher.settings import DispatcherSettings
-from services.dispatcher.steps import HttpWork, Stepper, dependency_of
+from services.dispatcher.steps import HttpWork, StepReport, Stepper, dependency_of
 from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.db.wakeup import Wakeup
@@ -38,6 +44,7 @@ CRASH_POINTS = {
 }
 _CONFIRMED = frozenset({"applied", "rejected", "not_found"})
 RECORD_PATIENCE_S = 30.0
+FAILED_STEP_RETRY_S = 1.0
 
 
 class Scheduler:
@@ -52,15 +59,26 @@ class Scheduler:
         self._settings = settings
 
     async def run(self, wakeup: Wakeup, stopping: asyncio.Event) -> None:
-        """``concurrency`` loops, each stepping one call at a time until nothing is due."""
-        await asyncio.gather(*(self._loop(wakeup, stopping)
+        """``concurrency`` loops, each stepping batches of due calls until nothing is due.
+
+        A NOTIFY wakes one idle loop, not all of them: a loop that finds due calls wakes the
+        next before stepping them, so loops join one by one while there is work, and a burst
+        of wake-ups costs one empty claim instead of ``concurrency``."""
+        turns = _Turns()
+        await asyncio.gather(self._relay_wakeups(wakeup, turns, stopping),
+                             *(self._loop(turns, stopping)
                                for _ in range(self._settings.concurrency)))
 
-    async def _loop(self, wakeup: Wakeup, stopping: asyncio.Event) -> None:
+    async def _relay_wakeups(self, wakeup: Wakeup, turns: _Turns, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            await wakeup.wait(self._settings.scan_interval_s)
+            turns.give()
+
+    async def _loop(self, turns: _Turns, stopping: asyncio.Event) -> None:
         failures = 0
         while not stopping.is_set():
             try:
-                found = await self.step_once()
+                found = await self.step_batch(on_claim=turns.give)
                 failures = 0
             except Exception as error:
                 failures += 1
@@ -70,42 +88,76 @@ class Scheduler:
                 await asyncio.sleep(backoff_delay(failures))
                 continue
             if not found:
-                await wakeup.wait(self._settings.scan_interval_s)
+                await turns.take(self._settings.scan_interval_s * self._settings.concurrency)
 
-    async def step_once(self) -> bool:
-        """Step one due call; False when none is due for this worker."""
+    async def step_batch(self, on_claim: Callable[[], None] = lambda: None) -> int:
+        """Step the due calls one transaction takes; returns how many were claimed (0: none is
+        due for this worker). ``on_claim`` is told as soon as calls are claimed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
             conn = uow.connection
-            await conn.execute("SET LOCAL lock_timeout = '5s'")
             # A worker paused inside a step (SIGSTOP, a long GC) must not keep the run's rows
             # locked past its lease: PostgreSQL ends the session, the step rolls back, and
             # another worker takes the run over with the next fence.
-            await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = "
-                               f"'{int(self._settings.lease_ttl_s * 1000)}ms'")
-            now: datetime = await conn.fetchval("SELECT clock_timestamp()")
-            call = await repo.claim_due(conn, self._settings.worker_id, now)
-            if call is None:
-                return False
-            lease = await leases.hold(conn, call.run_id, self._settings.worker_id,
-                                      self._settings.lease_ttl_s, now)
-            if lease is None:
-                return True  # another worker took the run between our claim and our lease
-            if lease.taken_over_from:
-                log.warning("took run %s over from %s (fence %d)", call.run_id,
-                            lease.taken_over_from, lease.fence)
-            with continuing(call.traceparent, f"dispatch {call.tool_name}",
-                            **{"intentledger.logical_call_id": str(call.logical_call_id),
-                               "intentledger.state": str(call.state)}):
-                report = await self._stepper.step(uow, call, lease, now)
+            now: datetime = await conn.fetchval(
+                "SELECT clock_timestamp() FROM (SELECT set_config('lock_timeout', '5s', true),"
+                " set_config('idle_in_transaction_session_timeout', $1, true)) AS local_settings",
+                f"{int(self._settings.lease_ttl_s * 1000)}ms")
+            calls = await repo.claim_due(conn, self._settings.worker_id, now,
+                                         self._settings.steps_per_transaction)
+            if not calls:
+                return 0
+            on_claim()
+            held: dict[str, leases.Lease | None] = {}
+            reports = []
+            for call in sorted(calls, key=lambda call: call.run_id):
+                if call.run_id not in held:
+                    held[call.run_id] = await self._lease(conn, call.run_id, now)
+                if (lease := held[call.run_id]) is None:
+                    continue  # another worker took the run between our claim and our lease
+                if (report := await self._step(uow, call, lease, now)) is not None:
+                    reports.append(report)
             await uow.commit()
-        for metric, tool in report.observed:
-            self._counted.add(metric, tool)
+        for report in reports:
+            for metric, tool in report.observed:
+                self._counted.add(metric, tool)
+        outcomes = await asyncio.gather(*(self._after_commit(report) for report in reports),
+                                        return_exceptions=True)
+        if failed := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)),
+                          None):
+            raise failed
+        return len(calls)
+
+    async def _lease(self, conn: asyncpg.Connection, run_id: str,
+                     now: datetime) -> leases.Lease | None:
+        lease = await leases.hold(conn, run_id, self._settings.worker_id,
+                                  self._settings.lease_ttl_s, now)
+        if lease is not None and lease.taken_over_from:
+            log.warning("took run %s over from %s (fence %d)", run_id, lease.taken_over_from,
+                        lease.fence)
+        return lease
+
+    async def _step(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
+                    now: datetime) -> StepReport | None:
+        try:
+            async with uow.savepoint():
+                with continuing(call.traceparent, f"dispatch {call.tool_name}",
+                                **{"intentledger.logical_call_id": str(call.logical_call_id),
+                                   "intentledger.state": str(call.state)}):
+                    return await self._stepper.step(uow, call, lease, now)
+        except Exception as error:
+            if is_retryable(error):
+                raise  # the transaction itself is in doubt: the whole batch is retried
+            log.exception("dispatcher: stepping call %s (%s) failed; retrying it in %.0f s",
+                          call.logical_call_id, call.state, FAILED_STEP_RETRY_S)
+            await repo.postpone(uow.connection, call, now + timedelta(seconds=FAILED_STEP_RETRY_S))
+            return None
+
+    async def _after_commit(self, report: StepReport) -> None:
         for item in report.after:
             if isinstance(item, HttpWork):
                 await self._perform(item)
             else:
                 await faults.hit(CRASH_POINTS[item])
-        return True
 
     async def _perform(self, work: HttpWork) -> None:
         await faults.hit("dispatcher.before_send")  # a slow or paused worker, for fencing tests
@@ -149,3 +201,22 @@ class Scheduler:
                                         f"record {outcome.status} of attempt {order.attempt}: "
                                         f"{json.dumps(outcome.detail)}")
         self._counted.add(STALE_WRITE, order.tool.name)
+
+
+class _Turns:
+    """At most one pending wake-up, taken by one idle loop."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
+
+    def give(self) -> None:
+        try:
+            self._pending.put_nowait(None)
+        except asyncio.QueueFull:
+            pass  # a loop is already on its way
+
+    async def take(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._pending.get(), timeout)
+        except TimeoutError:
+            pass

@@ -65,7 +65,10 @@ class DispatcherSettings(BaseSettings):
     default_run_attempts: int = Field(default=20, ge=1)
     """A run's attempt budget when its intent states none."""
     concurrency: int = Field(default=8, ge=1)
-    """Calls stepped at once by this process (each in its own transaction)."""
+    """Transactions stepping calls at once in this process."""
+    steps_per_transaction: int = Field(default=50, ge=1)
+    """Due calls one transaction claims and steps (each in a savepoint of its own): one
+    commit and one claim for many steps, where a step alone is a dozen short statements."""
     scan_interval_s: float = Field(default=0.5, gt=0)
     batch_size: int = Field(default=200, ge=1)
     faults: str = ""

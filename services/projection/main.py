@@ -29,7 +29,7 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
     service = ConsumerService(
         name="projection", schema=SCHEMA, consumes=config.ledger_topics,
         topics=(*config.ledger_topics, config.results_topic), crash_point="projection.after_commit",
-        batch_size=config.batch_size, decoder=delivered)
+        batch_size=config.batch_size, decoder=delivered, set_wise=True)
     return await serve(service, settings, ProjectionHandler(config.results_topic),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),

@@ -28,7 +28,7 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
             with attempt:
                 pool = await open_pool(settings.endpoints.database_url,
-                                       application_name="intentledger-query")
+                                       application_name="intentledger-query", reset_sessions=True)
         health.ready_when("postgres", lambda: pool.fetchval("SELECT 1"))
         try:
             async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S,

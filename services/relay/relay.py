@@ -1,6 +1,7 @@
-"""The relay loop: find shards with pending rows, claim one, publish it, mark it, repeat.
+"""The relay loop: find outboxes with pending rows, claim a batch, publish it, mark it, repeat.
 
-Workers in this process and in other replicas compete for shards (see ``claims``). The
+Workers in this process take one outbox each at a time; workers in other replicas compete for
+its shards (see ``claims``). The
 crash point ``relay.after_publish_before_mark`` sits between the broker's acknowledgement and
 the database commit: a crash there republishes the batch, which is what at-least-once means.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 import asyncpg
 from services.relay import claims
@@ -23,7 +23,7 @@ from shared.retry import backoff_delay
 
 log = logging.getLogger(__name__)
 BATCHES_PER_TURN = 20
-"""A worker moves on after this many batches so one hot shard cannot starve the others."""
+"""A worker moves on after this many batches so one busy outbox cannot starve the others."""
 
 
 class Relay:
@@ -33,33 +33,46 @@ class Relay:
         self._producers = producers
         self._settings = settings
         self.metrics = metrics or RelayMetrics()
-        self._work: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-        self._queued: set[tuple[str, int]] = set()
+        self._work: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        """Outboxes in the queue or being published: each is worked by one worker at a time."""
+        self._seen_again: set[str] = set()
+        """Queued outboxes a scan found pending again: rows may have arrived after the worker's
+        last claim, so the worker must look once more instead of letting the outbox go."""
+        self._schemas: list[str] = list(settings.schemas or [])
 
     async def scan(self) -> int:
-        """Queue every (schema, shard) with pending rows; returns how many were found."""
+        """Queue every outbox with pending rows; returns how many were found."""
         async with self._pool.acquire() as conn:
-            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
-            found = [(schema, shard) for schema in schemas
-                     for shard in await claims.shards_with_pending_rows(conn, schema)]
-        random.shuffle(found)  # replicas starting together should not all fight for shard 0
+            if not self._schemas:
+                await self._discover_schemas(conn)
+            found = await claims.outboxes_with_pending_rows(conn, self._schemas)
         for item in found:
-            if item not in self._queued:
+            if item in self._queued:
+                self._seen_again.add(item)
+            else:
                 self._queued.add(item)
                 self._work.put_nowait(item)
         return len(found)
+
+    async def _discover_schemas(self, conn: asyncpg.Connection) -> list[str]:
+        """The configured outboxes, else every one in the database; refreshed with the backlog
+        figures, not on every scan (a new outbox appears only with a migration)."""
+        self._schemas = list(self._settings.schemas or await claims.outbox_schemas(conn))
+        return self._schemas
 
     async def worker(self, stopping: asyncio.Event) -> None:
         failures = 0
         while not stopping.is_set():
             try:
-                schema, shard = await asyncio.wait_for(self._work.get(), 0.2)
+                schema = await asyncio.wait_for(self._work.get(), 0.2)
             except TimeoutError:
                 continue
+            self._seen_again.discard(schema)  # this turn's first claim will see them
             more = False
             try:
                 for _ in range(BATCHES_PER_TURN):
-                    more = await self.relay_batch(schema, shard) == self._settings.batch_size
+                    more = await self.relay_batch(schema) == self._settings.batch_size
                     if stopping.is_set() or not more:
                         break
                 failures = 0
@@ -67,20 +80,18 @@ class Relay:
                 if not is_retryable(error):
                     raise
                 failures += 1
-                log.warning("relay %s/%s: %s; backing off", schema, shard, error)
+                log.warning("relay %s: %s; backing off", schema, error)
                 await asyncio.sleep(backoff_delay(failures))
                 more = True
-            if more:
-                self._work.put_nowait((schema, shard))  # back of the queue: fairness
+            if more or schema in self._seen_again:
+                self._work.put_nowait(schema)  # back of the queue: fairness
             else:
-                self._queued.discard((schema, shard))
+                self._queued.discard(schema)
 
-    async def relay_batch(self, schema: str, shard: int) -> int:
-        """Publish one batch of one shard; returns rows handled (0 = nothing to do here)."""
+    async def relay_batch(self, schema: str) -> int:
+        """Publish one batch of one outbox; returns rows handled (0 = nothing to do here)."""
         async with self._pool.acquire() as conn, conn.transaction():
-            if not await claims.try_lock_shard(conn, schema, shard):
-                return 0
-            rows = await claims.claim_batch(conn, schema, shard, self._settings.batch_size)
+            rows = await claims.claim_batch(conn, schema, self._settings.batch_size)
             if not rows:
                 return 0
             checked = [to_record(row, self._settings.max_message_bytes) for row in rows]
@@ -89,7 +100,7 @@ class Relay:
                         if isinstance(item, Unpublishable)}
             producer = self._producers.current
             # Bounded: during a broker outage the producer would wait for ever, holding this
-            # transaction (row locks, the shard lock) and blocking shutdown.
+            # transaction (row locks, the shard locks) and blocking shutdown.
             outcome = await asyncio.wait_for(publish(producer, records),
                                              self._settings.publish_timeout_s)
             await faults.hit("relay.after_publish_before_mark")
@@ -107,7 +118,7 @@ class Relay:
 
     async def refresh_backlog(self) -> None:
         async with self._pool.acquire() as conn:
-            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
+            schemas = await self._discover_schemas(conn)
             self.metrics.backlog = {s: await claims.backlog(conn, s) for s in schemas}
 
     async def purge_published(self) -> int:

@@ -26,8 +26,8 @@ from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.health import Health, NotReady
 from shared.messaging.admin import ensure_topics
-from shared.messaging.consumer import (Accepts, Decoder, Handler, IdempotentConsumer,
-                                      decode_envelope)
+from shared.messaging.consumer import (Accepts, BatchHandler, Decoder, Handler,
+                                      IdempotentConsumer, decode_envelope)
 from shared.messaging.kafka_security import configured, new_broker
 from shared.messaging.subscription import subscribe
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
@@ -56,9 +56,11 @@ class ConsumerService:
     decoder: Decoder = decode_envelope
     accepts: Accepts | None = None
     """Per consumed topic, the event types it may carry; others are dead-lettered."""
+    set_wise: bool = False
+    """The handler applies a batch's fresh events in one call (a ``BatchHandler``)."""
 
 
-async def serve(service: ConsumerService, settings: Settings, handler: Handler, *,
+async def serve(service: ConsumerService, settings: Settings, handler: Handler | BatchHandler, *,
                 prepare: Callable[[asyncpg.Pool], Awaitable[object]],
                 migrated: Callable[[asyncpg.Pool], Awaitable[object]],
                 stopping: asyncio.Event,
@@ -87,7 +89,8 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler, 
                     await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
             health.ready_when("migrations", lambda: migrated(pool))
             consumer = IdempotentConsumer(service.name, service.schema, pool, handler,
-                                          decoder=service.decoder, accepts=service.accepts)
+                                          decoder=service.decoder, accepts=service.accepts,
+                                          set_wise=service.set_wise)
             broker = new_broker(endpoints.kafka_bootstrap, logger=None,
                                 graceful_timeout=SHUTDOWN_GRACE_S)
             consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes

@@ -93,6 +93,45 @@ async def test_poison_records_are_dead_lettered_with_a_reason_and_the_rest_appli
                                 out_of_order.event_id) == 1
 
 
+def _set_wise(probe: Probe, calls: list[list]) -> IdempotentConsumer:
+    """A set-wise consumer over the probe's per-event logic, remembering each call's events."""
+
+    async def apply_all(uow, envelopes):
+        calls.append([envelope.event_id for envelope in envelopes])
+        for envelope in envelopes:
+            await probe.apply(uow, envelope)
+
+    return IdempotentConsumer("probe", probe.schema, probe.pool, apply_all, set_wise=True)
+
+
+async def test_a_set_wise_handler_gets_the_fresh_events_of_a_batch_in_one_call(probe, endpoints):
+    a1, b1, a2 = _seen("a", 1), _seen("b", 1), _seen("a", 2)
+    await _produce(endpoints.kafka_bootstrap, probe.topic,
+                   [_record(a1), _record(a1), _record(b1), _record(a2)])
+    calls: list[list] = []
+    async with consuming(endpoints.kafka_bootstrap, _set_wise(probe, calls), probe.topic):
+        assert await wait_for(lambda: _applied_is(probe, 3), timeout=30)
+    delivered = [event_id for call in calls for event_id in call]
+    assert sorted(delivered) == sorted([a1.event_id, b1.event_id, a2.event_id])  # the copy: none
+    assert delivered.index(a1.event_id) < delivered.index(a2.event_id)
+    assert max(len(call) for call in calls) > 1
+    assert await probe.fetchval("SELECT count(*) FROM {s}.dead_letters") == 0
+
+
+async def test_a_set_wise_batch_that_fails_is_applied_event_by_event_around_the_bad_one(
+        probe, endpoints):
+    skipping = _seen("b", 9)  # b is at version 0: a permanent refusal
+    await _produce(endpoints.kafka_bootstrap, probe.topic,
+                   [_record(_seen("a", 1)), _record(skipping), _record(_seen("a", 2))])
+    calls: list[list] = []
+    async with consuming(endpoints.kafka_bootstrap, _set_wise(probe, calls), probe.topic):
+        assert await wait_for(lambda: _dead_letters_are(probe, 1), timeout=30)
+        assert await wait_for(lambda: _applied_is(probe, 2), timeout=10)
+    assert [row["event_id"] for row in await probe.fetch("SELECT event_id FROM {s}.dead_letters")
+            ] == [skipping.event_id]
+    assert [skipping.event_id] in calls  # isolated: alone in its call
+
+
 async def test_a_retryable_failure_redelivers_the_batch_and_applies_it_once(probe, endpoints):
     calls = 0
 

@@ -34,7 +34,8 @@ async def test_a_shard_locked_by_another_relay_is_not_published_while_others_flo
     await probe.emit(keys, per_key=5)
     held_shard = await probe.fetchval("SELECT shard FROM {s}.outbox WHERE partition_key = $1", keys[0])
     async with pool.acquire() as holder, holder.transaction():
-        assert await claims.try_lock_shard(holder, probe.schema, held_shard)
+        assert await holder.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1), $2)",
+                                     claims.shard_lock(probe.schema), held_shard)
         async with running_relay(endpoints, probe.schema, poll_interval_s=0.2):
             assert await wait_for(lambda: _published_for(probe, keys[1], 5), timeout=15)
             await asyncio.sleep(1.5)

@@ -21,7 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -ra
 
-# The end-to-end benchmark (bench/e2e.py): every service as a process, an open-loop ramp of
+# The end-to-end benchmark (bench/e2e/): every service as a process, an open-loop ramp of
 # proposals, correctness at the end; writes bench/results/e2e.json and PNG plots. Extra flags:
 # make bench BENCH_ARGS="--rates 100,400 --step-seconds 30"; `make bench-quick` is a smoke.
 BENCH_ARGS ?=

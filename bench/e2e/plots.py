@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from bench.e2e.figures import MACHINE, OTHER
+
+if TYPE_CHECKING:
+    from bench.e2e.harness import Bench
 
 COLOURS = ["#2b6cb0", "#dd6b20", "#38a169", "#805ad5", "#e53e3e", "#d69e2e", "#319795",
            "#718096", "#b83280", "#2c5282", "#9c4221"]
 
 
-def plot_all(result: dict[str, Any], bench: Any, out: Path) -> list[Path]:
+def plot_all(result: dict[str, Any], bench: Bench, out: Path) -> list[Path]:
+    """Every plot that could be drawn (matplotlib is imported only now)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +35,7 @@ def plot_all(result: dict[str, Any], bench: Any, out: Path) -> list[Path]:
     return written
 
 
-def _steps_shading(axis, result: dict[str, Any], t0: float, bench: Any) -> None:
+def _steps_shading(axis, result: dict[str, Any], t0: float, bench: Bench) -> None:
     for index, step in enumerate(bench.steps):
         if not step.started:
             continue
@@ -38,7 +44,7 @@ def _steps_shading(axis, result: dict[str, Any], t0: float, bench: Any) -> None:
         axis.axvspan(step.started - t0, step.ended - t0, color=colour, alpha=0.35, lw=0)
 
 
-def _timeline(result: dict[str, Any], bench: Any, path: Path) -> None:
+def _timeline(result: dict[str, Any], bench: Bench, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     samples = bench.timeline
@@ -66,8 +72,8 @@ def _timeline(result: dict[str, Any], bench: Any, path: Path) -> None:
     rates.legend(loc="upper left", fontsize=8)
     _steps_shading(rates, result, t0, bench)
 
-    published = np.array(bench.t_pub) - t0
-    settled = np.array(bench.t_set) - t0
+    published = np.array(bench.proposals.t_pub) - t0
+    settled = np.array(bench.proposals.t_set) - t0
     done = ~np.isnan(settled)
     if done.any():
         late = (settled - published)[done] * 1000
@@ -104,17 +110,18 @@ def _timeline(result: dict[str, Any], bench: Any, path: Path) -> None:
     plt.close(figure)
 
 
-def _cdf(result: dict[str, Any], bench: Any, path: Path) -> None:
+def _cdf(result: dict[str, Any], bench: Bench, path: Path) -> None:
     import matplotlib.pyplot as plt
 
+    proposals = bench.proposals
     figure, (headline, every) = plt.subplots(1, 2, figsize=(12, 4.5))
     index = result.get("headline_step")
     if index is not None:
         step = bench.steps[index]
-        for column, label, colour in ((bench.t_set, "publish → ToolCallSettled", COLOURS[1]),
-                                      (bench.t_acc, "publish → ProposalAccepted", COLOURS[2])):
-            values = sorted((column[i] - bench.t_pub[i]) * 1000 for i in range(step.first, step.last)
-                            if not math.isnan(column[i]))
+        for column, label, colour in ((proposals.t_set, "publish → ToolCallSettled", COLOURS[1]),
+                                      (proposals.t_acc, "publish → ProposalAccepted", COLOURS[2])):
+            values = sorted((column[i] - proposals.t_pub[i]) * 1000
+                            for i in range(step.first, step.last) if not math.isnan(column[i]))
             if values:
                 headline.plot(values, np.linspace(0, 1, len(values)), label=label, color=colour)
         figures = result["steps"][index]["settled_ms"]
@@ -129,8 +136,8 @@ def _cdf(result: dict[str, Any], bench: Any, path: Path) -> None:
         headline.set_ylabel("fraction of calls")
         headline.legend(loc="lower right", fontsize=8)
     for n, step in enumerate(bench.steps):
-        values = sorted((bench.t_set[i] - bench.t_pub[i]) * 1000
-                        for i in range(step.first, step.last) if not math.isnan(bench.t_set[i]))
+        values = sorted(x for x in (proposals.latency_ms(i) for i in range(step.first, step.last))
+                        if not math.isnan(x))
         if values:
             every.plot(values, np.linspace(0, 1, len(values)), color=COLOURS[n % len(COLOURS)],
                        label=f"{step.rate}/s" + ("" if result["steps"][n]["sustainable"]
@@ -144,7 +151,7 @@ def _cdf(result: dict[str, Any], bench: Any, path: Path) -> None:
     plt.close(figure)
 
 
-def _cpu(result: dict[str, Any], bench: Any, path: Path) -> None:
+def _cpu(result: dict[str, Any], bench: Bench, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     steps = result["steps"]
@@ -157,11 +164,11 @@ def _cpu(result: dict[str, Any], bench: Any, path: Path) -> None:
         values = np.array([s["cpu"].get(name, {}).get("cores", 0.0) for s in steps])
         cores.bar(labels, values, bottom=bottom, label=name, color=COLOURS[index % len(COLOURS)])
         bottom += values
-    other = np.array([max(s["cpu"].get("other processes", {}).get("cores", 0.0), 0.0)
+    other = np.array([max(s["cpu"].get(OTHER, {}).get("cores", 0.0), 0.0)
                       for s in steps])
     cores.bar(labels, other, bottom=bottom, label="other processes (not the benchmark's)",
               color="#e2e8f0", hatch="//")
-    machine = [s["cpu"].get("machine (all processes)", {}).get("cores", 0.0) for s in steps]
+    machine = [s["cpu"].get(MACHINE, {}).get("cores", 0.0) for s in steps]
     cores.plot(labels, machine, "k_", markersize=30, label="whole machine")
     cores.axhline(result["cores"], color="black", ls="dotted", lw=1)
     cores.set_ylabel("cores busy (CPU s per s)")
@@ -179,7 +186,7 @@ def _cpu(result: dict[str, Any], bench: Any, path: Path) -> None:
     plt.close(figure)
 
 
-def _hops(result: dict[str, Any], bench: Any, path: Path) -> None:
+def _hops(result: dict[str, Any], bench: Bench, path: Path) -> None:
     """One panel per step (each on its own scale): p50 and p99 of every hop, in pipeline order."""
     import matplotlib.pyplot as plt
 

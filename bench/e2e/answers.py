@@ -1,0 +1,83 @@
+"""The agent's side: reads ``agent.results`` from its end as the run starts and matches every
+answer to this run's proposals (accepted, refused, settled), timestamped on arrival."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from datetime import datetime
+
+from aiokafka import AIOKafkaConsumer
+
+from bench.e2e.backlog import Backlog
+from bench.e2e.names import RunNames, proposal_index
+from bench.e2e.proposals import Proposals
+from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
+from shared.contracts.results import TOOL_CALL_SETTLED
+from shared.messaging.kafka_security import client_options
+from shared.messaging.topics import AGENT_RESULTS
+
+
+class Answers:
+    def __init__(self, names: RunNames, proposals: Proposals, bootstrap: str) -> None:
+        self.names = names
+        self.proposals = proposals
+        self.bootstrap = bootstrap
+
+    async def start(self, backlog: Backlog) -> None:
+        self.results = AIOKafkaConsumer(**client_options(self.bootstrap),
+                                        group_id=None, enable_auto_commit=False,
+                                        max_poll_records=5000)
+        await self.results.start()
+        partitions = await backlog.partitions(AGENT_RESULTS)
+        if not partitions:
+            raise RuntimeError(f"{AGENT_RESULTS} has no partitions: did the intake start?")
+        self.results.assign(partitions)
+        await self.results.seek_to_end(*partitions)
+        for partition in partitions:  # resolve the end now: no answer can slip past
+            await self.results.position(partition)
+
+    async def stop(self) -> None:
+        await self.results.stop()
+
+    async def collect(self, stopping: asyncio.Event) -> None:
+        prefix = self.names.prefix.encode()
+        while not stopping.is_set():
+            batch = await self.results.getmany(timeout_ms=100, max_records=5000)
+            now = time.time()
+            for records in batch.values():
+                for record in records:
+                    headers = dict(record.headers or ())
+                    if not headers.get("run_id", b"").startswith(prefix):
+                        continue
+                    self._answer(record, now)
+
+    def _answer(self, record, now: float) -> None:
+        envelope = json.loads(record.value)
+        payload = envelope.get("payload") or {}
+        kind = envelope.get("event_type")
+        proposals = self.proposals
+        i = proposal_index(str(payload.get("call_id") or ""))
+        if i is None or i >= len(proposals):
+            proposals.answers["unmatched"] += 1
+            return
+        if kind == PROPOSAL_ACCEPTED:
+            proposals.answers["accepted"] += 1
+            if math.isnan(proposals.t_acc[i]):
+                proposals.t_acc[i] = now
+                proposals.accepted += 1
+        elif kind in (DUPLICATE_PROPOSAL, PROPOSAL_REJECTED):
+            proposals.answers["duplicate" if kind == DUPLICATE_PROPOSAL else "rejected"] += 1
+            proposals.answers[f"reason:{payload.get('reason_code')}"] += 1
+        elif kind == TOOL_CALL_SETTLED:
+            proposals.answers["settled"] += 1
+            proposals.settled_count[i] += 1
+            proposals.settled_statuses[i].add(str(payload.get("status")))
+            if math.isnan(proposals.t_set[i]):
+                proposals.t_set[i] = now
+                proposals.t_set_occurred[i] = \
+                    datetime.fromisoformat(envelope["occurred_at"]).timestamp()
+                proposals.status[i] = payload.get("status")
+                proposals.settled += 1

@@ -1,0 +1,109 @@
+"""One run of the benchmark, start to end: it owns what the run learns (the proposals, the steps,
+the timeline, the problems and warnings) and wires the collaborators that do the work in order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.e2e import startup
+from bench.e2e.answers import Answers
+from bench.e2e.backlog import Backlog
+from bench.e2e.baselines import SKIPPED, run_baselines
+from bench.e2e.config import Config
+from bench.e2e.correctness import check_correctness, consumer_totals
+from bench.e2e.hops import hop_latencies
+from bench.e2e.load import Load
+from bench.e2e.meter import Meter
+from bench.e2e.names import RunNames
+from bench.e2e.phases import Phases
+from bench.e2e.profiles import Profiler
+from bench.e2e.proposals import Proposals
+from bench.e2e.quiet import Quiet
+from bench.e2e.result import build_result
+from bench.e2e.sampler import Sampler
+from bench.e2e.steps import Step
+from bench.e2e.watch import ServiceWatch
+from services.chaos.stack import Stack
+from services.registry import migrate_all
+from shared.config import Endpoints, Settings
+from shared.db.pool import open_pool
+
+
+class Bench:
+    def __init__(self, config: Config, settings: Settings, endpoints: Endpoints) -> None:
+        self.config = config
+        self.settings = settings
+        self.endpoints = endpoints
+        self.names = RunNames(config.wallets)
+        self.meter = Meter()
+        self.proposals = Proposals()
+        self.steps: list[Step] = []
+        self.timeline: list[dict[str, Any]] = []
+        """One sample a second (``Sampler``)."""
+        self.problems: list[str] = []
+        """What invalidates the run (it fails whatever the checks say)."""
+        self.warnings: list[str] = []
+
+    async def run(self) -> dict[str, Any]:
+        began = time.time()
+        await migrate_all(self.settings)
+        self.pool = await open_pool(self.endpoints.database_url,
+                                    application_name="intentledger-bench", max_size=4)
+        self.stack = Stack(self.endpoints, self.settings.logs_dir, "bench-e2e")
+        self.profiler = Profiler(self.config, self.stack)
+        watch = ServiceWatch(self.stack, self.problems, self.warnings)
+        try:
+            started_at = await self.pool.fetchval("SELECT now()")
+            durability = await startup.durability(self.pool)
+            await startup.seed_wallets(self.pool, self.names.wallet_ids)
+            self._warn(await startup.leftovers(self.pool))
+            await startup.start_services(self.stack, self.config)
+            self.meter.add_stack(self.stack, self.settings)
+            backlog = Backlog(self.endpoints.kafka_bootstrap)
+            await backlog.start()
+            quiet = Quiet(self.pool, backlog, self.names, self.proposals, self.config.drain_s)
+            self._warn(await quiet.caught_up())
+            load = Load(self.config, self.names, self.proposals, self.endpoints.kafka_bootstrap)
+            await load.start()
+            answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap)
+            await answers.start(backlog)
+            sampler = Sampler(self.config, self.pool, backlog, self.meter, self.proposals, load,
+                              watch, self.timeline)
+            phases = Phases(self.config, load, quiet, self.profiler, self.proposals, self.steps,
+                            self.timeline, self.problems, self.warnings)
+            stopping = asyncio.Event()
+            background = [asyncio.create_task(sampler.sample(stopping)),
+                          asyncio.create_task(answers.collect(stopping))]
+            try:
+                await phases.warm_up()
+                await phases.latency_phase()
+                await phases.ramp()
+                drained = await quiet.drain()
+            finally:
+                stopping.set()
+                await asyncio.gather(*background, return_exceptions=True)
+                await load.stop()
+                await answers.stop()
+                await backlog.stop()
+            hops = await hop_latencies(self.pool, self.names, self.proposals)
+            correctness = await check_correctness(
+                self.pool, self.names, self.proposals, send_errors=load.send_errors,
+                drained=drained, drain_s=self.config.drain_s, started_at=started_at)
+            cpu_end = self.meter.cpu()
+            peaks = self.meter.peak_rss()  # while every process still runs
+        finally:
+            await self.stack.stop()
+            await self.pool.close()
+        correctness["duplicates_prevented"] |= consumer_totals(self.stack)  # logged on stopping
+        watch.check_exit_statuses()
+        baselines = await run_baselines(self.endpoints, quick=self.config.quick) \
+            if self.config.baselines else dict(SKIPPED)
+        return build_result(self, began=began, durability=durability, hops=hops,
+                            correctness=correctness, baselines=baselines, cpu_end=cpu_end,
+                            peaks=peaks)
+
+    def _warn(self, warning: str | None) -> None:
+        if warning:
+            self.warnings.append(warning)

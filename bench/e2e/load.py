@@ -1,0 +1,111 @@
+"""The open-loop load: raw proposals in the agents' formats, published to ``agent.proposals`` on
+a fixed schedule, never waiting for answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from bench.e2e.config import Config
+from bench.e2e.names import RunNames
+from bench.e2e.proposals import Proposals
+from bench.e2e.steps import Step
+from shared.messaging.kafka_security import client_options
+from shared.messaging.topics import AGENT_PROPOSALS
+
+AMOUNT = "1.00"
+TICK_S = 0.005
+
+
+class Load:
+    def __init__(self, config: Config, names: RunNames, proposals: Proposals,
+                 bootstrap: str) -> None:
+        self.config = config
+        self.names = names
+        self.proposals = proposals
+        self.bootstrap = bootstrap
+        self.current: Step | None = None
+        """The step being offered right now, if any."""
+        self.send_errors: list[str] = []
+
+    async def start(self) -> None:
+        self.producer = AIOKafkaProducer(**client_options(self.bootstrap),
+                                         acks="all", enable_idempotence=True, linger_ms=1)
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def generate(self, step: Step, seconds: float) -> None:
+        """Open loop: proposal k of the step is due at ``k / rate`` seconds; whatever is due is
+        sent at once, however far behind the answers are."""
+        step.first = len(self.proposals)
+        step.started = time.time()
+        self.current = step
+        began = time.monotonic()
+        total = int(round(step.rate * seconds))
+        sent = 0
+        while sent < total and not step.stop.is_set():
+            elapsed = time.monotonic() - began
+            due = min(total, int(elapsed * step.rate) + 1)
+            if due > sent:
+                step.generator_lag_ms.append(max(0.0, (elapsed - sent / step.rate) * 1000))
+            while sent < due:
+                await self._publish(step)
+                sent += 1
+            await asyncio.sleep(max(0.0, min(TICK_S, began + sent / step.rate - time.monotonic())))
+        step.ended = time.time()
+        step.last = len(self.proposals)
+        self.current = None
+
+    async def _publish(self, step: Step) -> None:
+        key, value = self._proposal(len(self.proposals))
+        self.proposals.published(step.index)
+        sent = await self.producer.send(AGENT_PROPOSALS, value, key=key)
+        sent.add_done_callback(self._sent)
+
+    def _sent(self, future: asyncio.Future) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self.send_errors.append(repr(future.exception()) if not future.cancelled()
+                                    else "cancelled")
+
+    def _run_of(self, i: int) -> str:
+        """``active_runs`` runs at a time, each getting ``calls_per_run`` calls spread over its
+        life (an agent session), then the next generation of runs."""
+        runs = self.config.active_runs
+        generation, slot = divmod(i, runs)
+        return f"{self.names.prefix}-g{generation // self.config.calls_per_run}-r{slot}"
+
+    def _proposal(self, i: int) -> tuple[bytes, bytes]:
+        """Proposal ``i`` as its record's key (the run) and value, in the formats taken in turn,
+        against the wallets taken in turn."""
+        run_id = self._run_of(i)
+        call_id = self.names.call_id(i)
+        key = self.names.operation_key(i)
+        wallet_ids = self.names.wallet_ids
+        arguments = {"wallet_id": wallet_ids[i % len(wallet_ids)], "amount": AMOUNT,
+                     "currency": "EUR"}
+        fmt = self.config.formats[i % len(self.config.formats)]
+        message: dict[str, Any] = {"run_id": run_id, "principal_id": "agent-7", "tenant_id": "acme"}
+        if fmt == "generic":
+            message |= {"format": "generic", "tool": "wallet.debit", "call_id": call_id,
+                        "arguments": arguments, "operation_key": key}
+        elif fmt == "openai.chat":  # as the Chat Completions API returns the assistant message
+            message |= {"format": "openai.chat", "operation_keys": {call_id: key}, "message": {
+                "role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": "wallet_debit", "arguments": json.dumps(arguments)}}]}}
+        elif fmt == "openai.responses":
+            message |= {"format": "openai.responses", "operation_keys": {call_id: key},
+                        "output": [{"type": "function_call", "id": f"fc_{i}", "call_id": call_id,
+                                    "name": "wallet_debit", "status": "completed",
+                                    "arguments": json.dumps(arguments)}]}
+        else:
+            message |= {"format": "anthropic", "operation_keys": {call_id: key}, "message": {
+                "role": "assistant", "content": [{"type": "tool_use", "id": call_id,
+                                                  "name": "wallet_debit", "input": arguments}]}}
+        return run_id.encode(), json.dumps(message).encode()

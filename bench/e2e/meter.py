@@ -1,0 +1,143 @@
+"""CPU seconds and memory of every process under test (each service replica, Kafka's JVM,
+PostgreSQL's postmaster with its backends, the harness itself) and of the whole machine, so a
+step's cost per proposal and any competing load can be told apart."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import psutil
+
+from services.chaos.stack import Stack
+from shared.config import Settings
+from shared.infra import postgres_local
+from shared.infra.state import InfraState
+
+PSS_EVERY = 5
+"""PostgreSQL's memory is summed as PSS (shared buffers counted once), read every 5th sample."""
+
+
+class Meter:
+    """Cumulative CPU seconds and memory of every process under test (psutil)."""
+
+    def __init__(self) -> None:
+        self.processes: dict[str, psutil.Process] = {}
+        self.kinds: dict[str, str] = {}
+        self.notes: dict[str, str] = {}
+        self._pss: dict[str, int] = {}
+        self._samples = 0
+        self._machine0 = psutil.cpu_times()
+
+    def add(self, name: str, pid: int | None, kind: str, note: str | None = None) -> None:
+        if pid is None:
+            self.notes[name] = note or "not measured"
+            return
+        try:
+            self.processes[name] = psutil.Process(pid)
+            self.kinds[name] = kind
+        except psutil.NoSuchProcess:
+            self.notes[name] = f"pid {pid} is not running"
+
+    def add_stack(self, stack: Stack, settings: Settings) -> None:
+        """Every replica the stack started, Kafka and PostgreSQL when they are local processes
+        of this home, and the harness."""
+        for replica in stack.replicas.values():
+            assert replica.process is not None
+            self.add(replica.label, replica.process.pid, "python")
+        for name, (pid, note) in _infrastructure_pids(settings).items():
+            self.add(name, pid, name, note)
+        self.add("harness", os.getpid(), "python")
+
+    def cpu(self) -> dict[str, float]:
+        """Seconds of CPU (user + system) each process has used since it started; PostgreSQL's
+        includes every backend, live (their own times) or ended (reaped into the postmaster's
+        children times)."""
+        used: dict[str, float] = {}
+        for name, process in self.processes.items():
+            try:
+                times = process.cpu_times()
+                total = times.user + times.system
+                if self.kinds[name] == "postgres":
+                    total += times.children_user + times.children_system
+                    for child in process.children():
+                        try:
+                            child_times = child.cpu_times()
+                            total += child_times.user + child_times.system
+                        except psutil.Error:
+                            pass
+                used[name] = total
+            except psutil.Error:
+                continue
+        return used
+
+    def memory(self) -> dict[str, int]:
+        """Resident bytes now; PostgreSQL's as the PSS of the postmaster and its backends."""
+        self._samples += 1
+        resident: dict[str, int] = {}
+        for name, process in self.processes.items():
+            try:
+                if self.kinds[name] == "postgres":
+                    if self._samples % PSS_EVERY == 1 or name not in self._pss:
+                        self._pss[name] = _pss_tree(process)
+                    resident[name] = self._pss[name]
+                else:
+                    resident[name] = process.memory_info().rss
+            except psutil.Error:
+                continue
+        return resident
+
+    def peak_rss(self) -> dict[str, int | None]:
+        """The kernel's high-water mark (VmHWM) of each single process; None for PostgreSQL,
+        whose many processes share memory (its peak is the largest sampled PSS sum)."""
+        peaks: dict[str, int | None] = {}
+        for name, process in self.processes.items():
+            if self.kinds[name] == "postgres":
+                peaks[name] = None
+                continue
+            try:
+                status = Path(f"/proc/{process.pid}/status").read_text()
+                found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+                peaks[name] = int(found.group(1)) * 1024 if found else None
+            except OSError:
+                peaks[name] = None
+        return peaks
+
+    def machine_busy(self) -> float:
+        """CPU seconds the whole machine spent busy (every core, every process) since start."""
+        def busy(times) -> float:
+            return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq",
+                                                               "softirq", "steal"))
+        return busy(psutil.cpu_times()) - busy(self._machine0)
+
+
+def _pss_tree(root: psutil.Process) -> int:
+    total = 0
+    for process in [root, *root.children()]:
+        try:
+            total += process.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return total
+
+
+def _infrastructure_pids(settings: Settings) -> dict[str, tuple[int | None, str | None]]:
+    """Kafka's and PostgreSQL's pids when ``infra up`` started them as local processes (the
+    state in ``$INTENTLEDGER_HOME/infra.json``); else None and why."""
+    home = settings.home.resolve()
+    state = InfraState.load(settings.infra_state_file)
+    found: dict[str, tuple[int | None, str | None]] = {}
+    kafka_pid = state.kafka.pid if state.kafka.mode == "local" else None
+    if kafka_pid and psutil.pid_exists(kafka_pid):
+        found["kafka"] = (kafka_pid, None)
+    else:
+        found["kafka"] = (None, f"Kafka is not a local process of {home} (mode "
+                                f"{state.kafka.mode}): its CPU is not measured")
+    serving = postgres_local.running(home) if state.postgres.mode == "local" else None
+    if serving:
+        found["postgres"] = (serving[0], None)
+    else:
+        found["postgres"] = (None, f"PostgreSQL is not a local process of {home} (mode "
+                                   f"{state.postgres.mode}): its CPU is not measured")
+    return found

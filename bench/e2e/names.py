@@ -1,0 +1,40 @@
+"""How one run names what it creates (runs, call ids, operation keys, wallets) under a prefix of
+its own, so that every query of the shared ledger finds exactly this run's records and an answer
+on ``agent.results`` leads back to the proposal it answers."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+
+class RunNames:
+    def __init__(self, wallets: int) -> None:
+        self.nonce = f"{time.strftime('%m%d%H%M')}{secrets.token_hex(2)}"
+        self.prefix = f"bench-{self.nonce}"
+        self.wallet_ids = [f"tenant/acme/{self.prefix}-w{j}" for j in range(wallets)]
+
+    @property
+    def runs_like(self) -> str:
+        """A LIKE pattern for this run's run ids (and the partition keys of its events)."""
+        return self.prefix + "-%"
+
+    @property
+    def wallets_like(self) -> str:
+        """A LIKE pattern for this run's wallet ids."""
+        escaped = self.prefix.replace("_", r"\_")
+        return f"tenant/acme/{escaped}-%"
+
+    def call_id(self, i: int) -> str:
+        return f"call_{self.nonce}_{i}"
+
+    def operation_key(self, i: int) -> str:
+        return f"{self.prefix}-op-{i}"
+
+
+def proposal_index(call_id: str) -> int | None:
+    """The index of the proposal a call id of ``RunNames.call_id`` was made for."""
+    try:
+        return int(call_id.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return None

@@ -1,0 +1,103 @@
+"""The run's load in order: a warm-up that is not measured, the latency phase the headline
+p50/p99 come from, then the ramp, step by step, until a rate is not sustainable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.e2e.config import Config
+from bench.e2e.load import Load
+from bench.e2e.profiles import Profiler
+from bench.e2e.proposals import Proposals
+from bench.e2e.quiet import Quiet
+from bench.e2e.steps import Step, judge
+
+WARMUP_RATE = 20
+WARMUP_SETTLE_S = 60
+
+
+class Phases:
+    def __init__(self, config: Config, load: Load, quiet: Quiet, profiler: Profiler,
+                 proposals: Proposals, steps: list[Step], timeline: list[dict[str, Any]],
+                 problems: list[str], warnings: list[str]) -> None:
+        self.config = config
+        self.load = load
+        self.quiet = quiet
+        self.profiler = profiler
+        self.proposals = proposals
+        self.steps = steps
+        self.timeline = timeline
+        self.problems = problems
+        self.warnings = warnings
+
+    async def warm_up(self) -> None:
+        """A few proposals first (prepared statements, metadata, connections), not measured."""
+        if self.config.warmup_s <= 0:
+            return
+        step = Step(-1, WARMUP_RATE, self.config.warmup_s)
+        await self.load.generate(step, self.config.warmup_s)
+        deadline = time.monotonic() + WARMUP_SETTLE_S
+        while self.proposals.settled < step.last and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        if self.proposals.settled < step.last:
+            self.problems.append(f"warm-up: only {self.proposals.settled} of {step.last} "
+                                 f"proposals settled within {WARMUP_SETTLE_S} s; is every "
+                                 "service running?")
+
+    async def latency_phase(self) -> None:
+        """The headline: ``latency_rate`` offered for ``latency_s`` on its own (judged like a
+        step, cut short the same way if its backlog explodes), then the stack drains before the
+        ramp starts, so the ramp's first steps are not measured against this phase's backlog."""
+        if not self.config.latency_rate:
+            return
+        step = Step(len(self.steps), self.config.latency_rate, self.config.latency_s,
+                    phase="latency")
+        self.steps.append(step)
+        await self.load.generate(step, step.planned_s)
+        await self._after_grace(step)
+        step.verdict = self._judge(step)
+        drained = await self.quiet.drain()
+        step.drained_after_s = drained["seconds"]
+        if not drained["drained"]:
+            self.warnings.append(f"the latency phase had not drained after {drained['seconds']} s "
+                                 f"({drained['last_look']}); the ramp starts on its backlog")
+
+    async def ramp(self) -> None:
+        """Step by step through ``rates``, each judged while the next runs; stops at the first
+        step that is not sustainable."""
+        previous: Step | None = None
+        for rate in self.config.rates:
+            step = Step(len(self.steps), rate, self.config.step_s)
+            self.steps.append(step)
+            tasks = [asyncio.create_task(self.load.generate(step, step.planned_s))]
+            if previous is not None:
+                tasks.append(asyncio.create_task(self._judge_later(previous, step)))
+            if self.config.profile_rate == rate:
+                tasks.append(asyncio.create_task(self.profiler.profile(step)))
+            await asyncio.gather(*tasks)
+            if step.stop_reason and previous is not None and not previous.verdict["sustainable"]:
+                break  # cut short because the previous step was already not sustainable
+            previous = step
+            if step.stop_reason:  # its backlog exploded: no point going higher
+                break
+        last = self.steps[-1]
+        if last.verdict is None:
+            await self._after_grace(last)
+            last.verdict = self._judge(last)
+
+    async def _judge_later(self, step: Step, following: Step) -> None:
+        """Judge ``step`` ``grace_s`` after it ended (its last proposals had time to settle);
+        if it was not sustainable, the following step is cut short."""
+        await self._after_grace(step)
+        step.verdict = self._judge(step)
+        if not step.verdict["sustainable"] and not following.stop.is_set():
+            following.stop_reason = f"cut short: the {step.rate}/s step was not sustainable"
+            following.stop.set()
+
+    async def _after_grace(self, step: Step) -> None:
+        await asyncio.sleep(max(0.0, step.ended + self.config.grace_s - time.time()))
+
+    def _judge(self, step: Step) -> dict[str, Any]:
+        return judge(step, self.proposals, self.timeline, self.config)

@@ -1,0 +1,51 @@
+"""The pipeline under test as the harness sees it: its services and how each is configured, the
+consumer groups and outboxes where work waits, and the states a call goes through. Every other
+module asks here rather than keeping its own list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.messaging.topics import (AGENT_PROPOSALS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS,
+                                     LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE,
+                                     LEDGER_RESOLUTIONS)
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY_FILE = ROOT / "bench" / "policy.yaml"
+TOOLS_FILE = ROOT / "config" / "tools.example.yaml"
+
+SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "wallet")
+GROUP_TOPICS = {
+    "proposal-intake": (AGENT_PROPOSALS,),
+    "policy": (LEDGER_INTAKE, LEDGER_APPROVALS),
+    "dispatcher": (LEDGER_AUTHORIZATIONS, "effects.receipts", LEDGER_RESOLUTIONS),
+    "wallet": ("effects.wallet",),
+    "projection": (LEDGER_INTAKE, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS),
+}
+"""Every consumer group the pipeline has, with the topics it applies."""
+OUTBOX_SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
+MOVING = ("AUTHORIZED", "INTENT_RECORDED", "DISPATCHING", "UNKNOWN", "RECONCILING",
+          "COMPENSATING")
+EXPECTED_DEBITS = {"SUCCEEDED": 1, "COMPENSATED": 1, "COMPENSATION_FAILED": 1, "FAILED": 0,
+                   "DENIED": 0, "EXPIRED": 0}
+"""Wallet debits a debit call may have in each terminal state (a compensated one keeps its debit
+and has one refund)."""
+TERMINAL = frozenset(EXPECTED_DEBITS)
+
+
+def service_env(service: str, overrides: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The environment of one service's processes: the benchmark's policy and tool registry, then
+    the ``--env`` settings given for that service."""
+    env: dict[str, str] = {}
+    if service == "proposal-intake":
+        env |= {"INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
+                # budgets are not what this measures: no run runs out of calls or attempts
+                "INTENTLEDGER_INTAKE_DEFAULT_MAX_CALLS": "100000",
+                "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000"}
+    if service == "policy":
+        env |= {"INTENTLEDGER_POLICY_POLICY_FILE": str(POLICY_FILE),
+                "INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE)}
+    if service == "dispatcher":
+        env |= {"INTENTLEDGER_DISPATCHER_POLICY_FILE": str(POLICY_FILE),
+                "INTENTLEDGER_DISPATCHER_TOOLS_FILE": str(TOOLS_FILE)}
+    return env | overrides.get(service, {})

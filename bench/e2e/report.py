@@ -1,0 +1,44 @@
+"""The run's output: ``e2e.json`` (the result), ``e2e-timeline.json`` (the per-second samples
+behind the timeline plot) and the summary printed at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_json(result: dict[str, Any], timeline: list[dict[str, Any]], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "e2e.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    # The per-second samples behind the timeline plot, for anyone re-plotting or digging.
+    (out / "e2e-timeline.json").write_text(json.dumps(
+        [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in sample.items()}
+         for sample in timeline], default=str) + "\n")
+
+
+def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
+    print(f"\n== end-to-end, {result['cores']} cores, "
+          f"{'PASSED' if result['passed'] else 'FAILED'} correctness")
+    for step in result["steps"]:
+        s = step["settled_ms"]
+        print(f"  {step['phase']:>7} {step['rate_per_s']:>5}/s for {step['duration_s']:>5.1f} s: offered "
+              f"{step['offered_per_s']:>7.1f}/s settled {step['settled_per_s']:>7.1f}/s  "
+              f"p50 {s['p50']} p99 {s['p99']} max {s['max']} ms  backlog max "
+              f"{step['backlog_max']}  {'sustainable' if step['sustainable'] else 'NOT sustainable'}"
+              + ("" if step["sustainable"] else f" ({'; '.join(step['verdict']['reasons'])})"
+                 if step["verdict"] else ""))
+    print(f"  sustained {result['sustained_proposals_per_s']}/s; at "
+          f"{result['latency_at_rate_per_s']}/s p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
+    print("  cpu s / peak MB: " + ", ".join(
+        f"{name} {p['cpu_s']}/{p['peak_rss_mb']}" for name, p in result["processes"].items()))
+    correctness = result["correctness"]
+    print(f"  retry amplification {correctness['retry_amplification']}, "
+          f"states {correctness['dispatcher_states']}")
+    for failure in correctness["failures"] + result["problems"]:
+        print(f"  FAILED: {failure}")
+    print(f"  dbos_workflows_per_s {result['dbos_workflows_per_s']}, pgbench_tps "
+          f"{result['pgbench_tps']}" + (f" ({result['baselines'].get('reason')})"
+                                        if result["baselines"].get("reason") else ""))
+    print(f"  wrote {out / 'e2e.json'}, e2e-timeline.json and "
+          f"{', '.join(p.name for p in plots)}")

@@ -1,0 +1,65 @@
+"""Once a second, a sample of the whole run for the timeline: proposals published, accepted and
+settled, the backlog wherever work waits, CPU and memory per process. It also cuts a step short
+once its backlog explodes, and notices services that died."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import asyncpg
+
+from bench.e2e.backlog import Backlog, outbox_pending
+from bench.e2e.config import Config
+from bench.e2e.load import Load
+from bench.e2e.meter import Meter
+from bench.e2e.proposals import Proposals
+from bench.e2e.watch import ServiceWatch
+
+log = logging.getLogger("bench.e2e")
+
+SAMPLE_S = 1.0
+
+
+class Sampler:
+    def __init__(self, config: Config, pool: asyncpg.Pool, backlog: Backlog, meter: Meter,
+                 proposals: Proposals, load: Load, watch: ServiceWatch,
+                 timeline: list[dict]) -> None:
+        self.config = config
+        self.pool = pool
+        self.backlog = backlog
+        self.meter = meter
+        self.proposals = proposals
+        self.load = load
+        self.watch = watch
+        self.timeline = timeline
+
+    async def sample(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            began = time.monotonic()
+            try:
+                lag = await self.backlog.lag()
+                pending = await outbox_pending(self.pool)
+                due = await self.pool.fetchval(
+                    "SELECT count(*) FROM dispatcher.calls WHERE next_action_at <= now()")
+            except Exception as error:  # a slow sample is data too; a failed one is skipped
+                log.warning("sample failed: %s", error)
+                await asyncio.sleep(SAMPLE_S)
+                continue
+            backlog = sum(lag.values()) + sum(pending.values()) + due
+            self.watch.check_running()
+            step = self.load.current
+            self.timeline.append({
+                "t": time.time(), "step": step.index if step else None,
+                "published": len(self.proposals), "accepted": self.proposals.accepted,
+                "settled": self.proposals.settled,
+                "lag": lag, "outbox_pending": pending, "dispatcher_due": due, "backlog": backlog,
+                "cpu_s": self.meter.cpu(), "rss": self.meter.memory(),
+                "machine_busy_s": self.meter.machine_busy()})
+            if step is not None and step.index >= 0 and not step.stop.is_set() and \
+                    backlog > max(2000, step.rate * self.config.abort_backlog_s):
+                step.stop_reason = (f"cut short: backlog {backlog} passed "
+                                    f"{self.config.abort_backlog_s:.0f} s of load")
+                step.stop.set()
+            await asyncio.sleep(max(0.0, SAMPLE_S - (time.monotonic() - began)))

@@ -13,9 +13,9 @@ wallet as real processes (``services.chaos.stack.Stack``), under ``bench/policy.
 The load is open-loop: raw proposals (the generic envelope and OpenAI chat, alternating; each
 its own operation key; runs of ``--calls-per-run`` calls spread over ``--active-runs`` runs at
 a time and over ``--wallets`` wallets) are published to ``agent.proposals`` on a fixed schedule,
-never waiting for answers. First a latency phase offers ``--latency-rate`` (100/s, where the
-issue states its p50/p99 targets) for one step and lets the stack drain; then the rate ramps up
-from ``--rates`` step by step. A step is *sustainable* when, for its
+never waiting for answers. First the rate ramps up through ``--rates`` step by step; once the
+stack has drained, a latency phase offers ``--latency-rate`` (100/s, where the issue states its
+p50/p99 targets) for one step. A step is *sustainable* when, for its
 whole length, the end-to-end p99 (proposals published in its second half, unanswered ones
 counting as infinitely late) stays within ``--max-p99-ms`` and the backlog at its end (consumer
 lag of every group + pending outbox rows + calls due at the dispatcher) is at most
@@ -37,19 +37,22 @@ nothing else has one, every wallet's balance equals its opening balance minus it
 nothing was dead-lettered or parked, and the agent was told. A lost or duplicated effect marks
 the run FAILED (``"passed": false`` in the JSON, exit status 1), whatever its speed.
 
+PostgreSQL's own counters give each step's statements and commits per settled proposal, and
+the run's most called statements (``pg_stat_statements``, preloaded by the local PostgreSQL).
+
 Writes ``bench/results/e2e.json`` and the plots ``e2e-timeline.png`` (throughput, latency and
 backlog over time), ``e2e-latency-cdf.png`` (at 100/s, and every step) and ``e2e-cpu.png``
 (CPU and memory per process).
 
 The code, one job a module: ``config`` (the command line), ``harness`` (one run, start to end,
 wiring the rest), ``startup`` (wallets, services, durability), ``pipeline`` (the services,
-groups, outboxes and call states under test), ``names`` (this run's ids), ``load`` (the open-loop
-generator), ``answers`` (``agent.results``), ``proposals`` (what is known per proposal),
-``phases`` (warm-up, latency phase, ramp), ``steps`` (a step and its verdict), ``quiet``
-(caught up, drained), ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows),
-``meter`` (CPU and memory), ``watch`` (services that died), ``profiles`` (py-spy), ``hops``
-(per-hop latency), ``correctness`` (the end-of-run checks), ``baselines`` (the same-run peers),
-``stats``, ``figures`` and ``result`` (the figures of ``e2e.json``), ``report`` (the files and
-the printed summary), ``plots``.
+groups, outboxes and call states under test), ``names`` (this run's ids), ``load`` (the open-
+loop generator), ``answers`` (``agent.results``), ``proposals`` (what is known per proposal),
+``phases`` (warm-up, ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught
+up, drained), ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter``
+(CPU and memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that
+died), ``profiles`` (py-spy), ``hops`` (per-hop latency), ``correctness`` (the end-of-run
+checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures
+of ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """
 

@@ -10,6 +10,7 @@ from typing import Any
 from bench.e2e.meter import Meter
 from bench.e2e.pipeline import GROUP_TOPICS
 from bench.e2e.proposals import Proposals
+from bench.e2e.statements import per_settled
 from bench.e2e.stats import summary
 from bench.e2e.steps import Step
 
@@ -26,7 +27,7 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
     settled = sorted(x for x in (proposals.latency_ms(i) for i in indices) if not math.isnan(x))
     accepted = sorted((proposals.t_acc[i] - proposals.t_pub[i]) * 1000 for i in indices
                       if not math.isnan(proposals.t_acc[i]))
-    in_window = sum(1 for t in proposals.t_set if step.started <= t < step.ended)
+    in_window = _settled_between(proposals, step.started, step.ended)
     samples = [s for s in timeline if step.started <= s["t"] <= step.ended]
     cpu = _step_cpu(samples)
     services_cpu = sum(v["cpu_s"] for n, v in cpu.items() if n not in ("harness", MACHINE, OTHER))
@@ -36,7 +37,7 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
     count = step.last - step.first
     return {
         "index": step.index, "phase": step.phase, "rate_per_s": step.rate,
-        "planned_s": step.planned_s, "drained_after_s": step.drained_after_s,
+        "planned_s": step.planned_s,
         "duration_s": round(duration, 2), "proposals": count,
         "offered_per_s": round(count / duration, 1),
         "settled_per_s": round(in_window / duration, 1),
@@ -54,9 +55,15 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
         "first_backlog_to_grow": _first_backlog_to_grow(step, samples),
         "cpu": cpu,
         "proposals_per_cpu_s": round(count / services_cpu, 2) if services_cpu else None,
+        "postgres_per_settled": per_settled(samples[0], samples[-1], _settled_between(
+            proposals, samples[0]["t"], samples[-1]["t"])) if len(samples) > 1 else None,
         "rss_max_mb": {name: _mb(max((s["rss"].get(name, 0) for s in samples), default=0))
                        for name in meter.processes},
     }
+
+
+def _settled_between(proposals: Proposals, start: float, end: float) -> int:
+    return sum(1 for t in proposals.t_set if start <= t < end)
 
 
 def _step_cpu(samples: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -23,6 +23,7 @@ from bench.e2e.proposals import Proposals
 from bench.e2e.quiet import Quiet
 from bench.e2e.result import build_result
 from bench.e2e.sampler import Sampler
+from bench.e2e.statements import Statements
 from bench.e2e.steps import Step
 from bench.e2e.watch import ServiceWatch
 from services.chaos.stack import Stack
@@ -69,8 +70,11 @@ class Bench:
             await load.start()
             answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap)
             await answers.start(backlog)
+            self.statements = Statements(self.pool)
+            await self.statements.start()
+            self._warn(self.statements.unavailable_reason)
             sampler = Sampler(self.config, self.pool, backlog, self.meter, self.proposals, load,
-                              watch, self.timeline)
+                              watch, self.statements, self.timeline)
             phases = Phases(self.config, load, quiet, self.profiler, self.proposals, self.steps,
                             self.timeline, self.problems, self.warnings)
             stopping = asyncio.Event()
@@ -78,8 +82,8 @@ class Bench:
                           asyncio.create_task(answers.collect(stopping))]
             try:
                 await phases.warm_up()
-                await phases.latency_phase()
                 await phases.ramp()
+                await phases.latency_phase()
                 drained = await quiet.drain()
             finally:
                 stopping.set()
@@ -93,6 +97,7 @@ class Bench:
                 drained=drained, drain_s=self.config.drain_s, started_at=started_at)
             cpu_end = self.meter.cpu()
             peaks = self.meter.peak_rss()  # while every process still runs
+            self.most_called = await self.statements.most_called(self.proposals.settled)
         finally:
             await self.stack.stop()
             await self.pool.close()

@@ -1,5 +1,10 @@
-"""The run's load in order: a warm-up that is not measured, the latency phase the headline
-p50/p99 come from, then the ramp, step by step, until a rate is not sustainable."""
+"""The run's load in order: a warm-up that is not measured, the ramp, step by step, until a
+rate is not sustainable, then the latency phase the headline p50/p99 come from.
+
+The ramp goes first because the sustained rate is judged against a quiet stack: a latency
+phase beyond the sustainable rate leaves work behind that a drain does not see (calls whose
+attempt deadline passed in the queue are reconciled by lookups for seconds, autovacuum follows
+the burst), and the ramp's first steps would be measured against it."""
 
 from __future__ import annotations
 
@@ -48,21 +53,21 @@ class Phases:
 
     async def latency_phase(self) -> None:
         """The headline: ``latency_rate`` offered for ``latency_s`` on its own (judged like a
-        step, cut short the same way if its backlog explodes), then the stack drains before the
-        ramp starts, so the ramp's first steps are not measured against this phase's backlog."""
+        step, cut short the same way if its backlog explodes), once the ramp's backlog has
+        drained."""
         if not self.config.latency_rate:
             return
+        drained = await self.quiet.drain()
+        if not drained["drained"]:
+            self.warnings.append(f"the ramp had not drained after {drained['seconds']} s "
+                                 f"({drained['last_look']}); the latency phase starts on its "
+                                 "backlog")
         step = Step(len(self.steps), self.config.latency_rate, self.config.latency_s,
                     phase="latency")
         self.steps.append(step)
         await self.load.generate(step, step.planned_s)
         await self._after_grace(step)
         step.verdict = self._judge(step)
-        drained = await self.quiet.drain()
-        step.drained_after_s = drained["seconds"]
-        if not drained["drained"]:
-            self.warnings.append(f"the latency phase had not drained after {drained['seconds']} s "
-                                 f"({drained['last_look']}); the ramp starts on its backlog")
 
     async def ramp(self) -> None:
         """Step by step through ``rates``, each judged while the next runs; stops at the first

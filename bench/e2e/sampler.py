@@ -1,5 +1,6 @@
 """Once a second, a sample of the whole run for the timeline: proposals published, accepted and
-settled, the backlog wherever work waits, CPU and memory per process. It also cuts a step short
+settled, the backlog wherever work waits, CPU and memory per process, statements and commits
+PostgreSQL ran. It also cuts a step short
 once its backlog explodes, and notices services that died."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from bench.e2e.config import Config
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter
 from bench.e2e.proposals import Proposals
+from bench.e2e.statements import Statements
 from bench.e2e.watch import ServiceWatch
 
 log = logging.getLogger("bench.e2e")
@@ -25,7 +27,7 @@ SAMPLE_S = 1.0
 class Sampler:
     def __init__(self, config: Config, pool: asyncpg.Pool, backlog: Backlog, meter: Meter,
                  proposals: Proposals, load: Load, watch: ServiceWatch,
-                 timeline: list[dict]) -> None:
+                 statements: Statements, timeline: list[dict]) -> None:
         self.config = config
         self.pool = pool
         self.backlog = backlog
@@ -33,6 +35,7 @@ class Sampler:
         self.proposals = proposals
         self.load = load
         self.watch = watch
+        self.statements = statements
         self.timeline = timeline
 
     async def sample(self, stopping: asyncio.Event) -> None:
@@ -43,6 +46,7 @@ class Sampler:
                 pending = await outbox_pending(self.pool)
                 due = await self.pool.fetchval(
                     "SELECT count(*) FROM dispatcher.calls WHERE next_action_at <= now()")
+                executed = await self.statements.counters()
             except Exception as error:  # a slow sample is data too; a failed one is skipped
                 log.warning("sample failed: %s", error)
                 await asyncio.sleep(SAMPLE_S)
@@ -55,6 +59,7 @@ class Sampler:
                 "published": len(self.proposals), "accepted": self.proposals.accepted,
                 "settled": self.proposals.settled,
                 "lag": lag, "outbox_pending": pending, "dispatcher_due": due, "backlog": backlog,
+                "pg": executed,
                 "cpu_s": self.meter.cpu(), "rss": self.meter.memory(),
                 "machine_busy_s": self.meter.machine_busy()})
             if step is not None and step.index >= 0 and not step.stop.is_set() and \

@@ -32,7 +32,6 @@ class Step:
     phase: str = "ramp"
     """``latency``: the fixed-rate phase the headline p50/p99 come from; ``ramp``: a step of the
     search for the sustainable maximum."""
-    drained_after_s: float | None = None
 
 
 def judge(step: Step, proposals: Proposals, timeline: list[dict[str, Any]],

@@ -76,7 +76,9 @@ def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
     if not (data / "PG_VERSION").exists():
         _run([bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-locale"],
              "initdb")
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))} -c max_connections=300"
+    # pg_stat_statements: the benchmark counts the statements a proposal costs (bench/e2e/).
+    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))}"
+               " -c max_connections=300 -c shared_preload_libraries=pg_stat_statements")
     if settings.postgres_fast:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     _run([bindir / "pg_ctl", "-D", data, "-l", log, "-w", "-t", "30", "-o", options, "start"], "pg_ctl start")

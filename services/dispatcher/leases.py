@@ -13,7 +13,7 @@ compensations): ownership is not permission to keep going.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import asyncpg
 
@@ -30,27 +30,31 @@ class Lease:
     """The previous owner when this acquisition advanced the fence."""
 
 
-async def hold(conn: asyncpg.Connection, run_id: str, worker_id: str, ttl_s: float,
-               now: datetime) -> Lease | None:
-    """Renew or take the run's lease; None when another worker holds it and it has not expired."""
-    run = await conn.fetchrow(f"SELECT work_until FROM {SCHEMA}.runs WHERE run_id = $1", run_id)
-    expires_at = min(now + timedelta(seconds=ttl_s), max(run["work_until"], now))
-    row = await conn.fetchrow(
+async def hold(conn: asyncpg.Connection, run_ids: list[str], worker_id: str, ttl_s: float,
+               now: datetime) -> dict[str, Lease]:
+    """Renew or take the leases of these runs, in run order (so two holders cannot deadlock);
+    a run whose lease another worker holds, unexpired, is left out of the answer."""
+    rows = await conn.fetch(
         f"INSERT INTO {SCHEMA}.leases AS l (run_id, owner_id, fence, expires_at) "
-        "VALUES ($1, $2, 1, $3) ON CONFLICT (run_id) DO UPDATE SET "
+        f"SELECT run_id, $2, 1, least($3::timestamptz + make_interval(secs => $4::float8),"
+        f"                             greatest(work_until, $3::timestamptz))"
+        f"  FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id "
+        "ON CONFLICT (run_id) DO UPDATE SET "
         "  owner_id = EXCLUDED.owner_id,"
         "  fence = CASE WHEN l.owner_id = EXCLUDED.owner_id THEN l.fence ELSE l.fence + 1 END,"
         "  acquired_at = CASE WHEN l.owner_id = EXCLUDED.owner_id THEN l.acquired_at ELSE now() END,"
         "  expires_at = EXCLUDED.expires_at "
-        "WHERE l.owner_id = EXCLUDED.owner_id OR l.expires_at <= $4 "
-        "RETURNING fence, (xmax = 0) AS created, "
-        "  (SELECT owner_id FROM " + SCHEMA + ".leases WHERE run_id = $1) AS previous_owner",
-        run_id, worker_id, expires_at, now)
-    if row is None:
-        return None
-    previous = row["previous_owner"]
-    taken_over = None if row["created"] or previous == worker_id else previous
-    return Lease(run_id, worker_id, row["fence"], expires_at, taken_over)
+        "WHERE l.owner_id = EXCLUDED.owner_id OR l.expires_at <= $3 "
+        "RETURNING l.run_id, l.fence, l.expires_at, (xmax = 0) AS created, "
+        "  (SELECT owner_id FROM " + SCHEMA + ".leases p WHERE p.run_id = l.run_id) AS previous_owner",
+        run_ids, worker_id, now, ttl_s)
+    held = {}
+    for row in rows:
+        previous = row["previous_owner"]
+        taken_over = None if row["created"] or previous == worker_id else previous
+        held[row["run_id"]] = Lease(row["run_id"], worker_id, row["fence"], row["expires_at"],
+                                    taken_over)
+    return held
 
 
 async def cover(conn: asyncpg.Connection, lease: Lease, until: datetime) -> None:

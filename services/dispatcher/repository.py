@@ -111,12 +111,17 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
 
 async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
                     limit: int) -> list[Call]:
-    """Up to ``limit`` due calls of runs this worker owns, or nobody owns, or whose lease has
-    expired, oldest due first; other workers' due calls are skipped, not waited for."""
+    """Up to ``limit`` due calls, at most one per run, of runs this worker owns, or nobody
+    owns, or whose lease has expired, oldest due first; other workers' due calls are skipped,
+    not waited for. One call per run: a step may change its run and the run's other calls, so
+    each call of a batch is stepped against what it read for itself."""
     rows = await conn.fetch(
-        f"SELECT c.* FROM {SCHEMA}.calls c LEFT JOIN {SCHEMA}.leases l ON l.run_id = c.run_id"
-        " WHERE c.next_action_at <= $2"
-        "   AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
+        f"SELECT c.* FROM {SCHEMA}.calls c WHERE c.logical_call_id IN ("
+        f"  SELECT DISTINCT ON (d.run_id) d.logical_call_id FROM {SCHEMA}.calls d"
+        f"  LEFT JOIN {SCHEMA}.leases l ON l.run_id = d.run_id"
+        "   WHERE d.next_action_at <= $2"
+        "     AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
+        "   ORDER BY d.run_id, d.next_action_at)"
         " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED", worker_id, now, limit)
     return [Call.of(row) for row in rows]
 
@@ -128,18 +133,31 @@ async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) 
 
 
 async def run_for_update(conn: asyncpg.Connection, run_id: str) -> Run:
-    row = await conn.fetchrow(
-        f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
-        f" work_until FROM {SCHEMA}.runs WHERE run_id = $1 FOR NO KEY UPDATE", run_id)
-    return Run(**row)
+    return (await runs_for_update(conn, [run_id]))[run_id]
 
 
-async def attempts_of(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> list[Attempt]:
+async def runs_for_update(conn: asyncpg.Connection, run_ids: list[str]) -> dict[str, Run]:
+    """Locked in run order, like the leases, so two batches cannot deadlock on them."""
     rows = await conn.fetch(
-        f"SELECT attempt, kind, fence, worker_id, started_at, deadline_at, status, detail, receipt,"
-        f" finished_at FROM {SCHEMA}.attempts WHERE logical_call_id = $1 ORDER BY attempt", logical_call_id)
-    return [Attempt(**{**row, "receipt": json.loads(row["receipt"]) if row["receipt"] else None})
-            for row in rows]
+        f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
+        f" work_until FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id"
+        " FOR NO KEY UPDATE", run_ids)
+    return {row["run_id"]: Run(**row) for row in rows}
+
+
+async def attempts_of(conn: asyncpg.Connection,
+                      call_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Attempt]]:
+    """Each call's attempts, in order (a call without any maps to an empty list)."""
+    rows = await conn.fetch(
+        f"SELECT logical_call_id, attempt, kind, fence, worker_id, started_at, deadline_at,"
+        f" status, detail, receipt, finished_at FROM {SCHEMA}.attempts"
+        " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY logical_call_id, attempt", call_ids)
+    found: dict[uuid.UUID, list[Attempt]] = {call_id: [] for call_id in call_ids}
+    for row in rows:
+        values = {name: row[name] for name in Attempt.__dataclass_fields__}
+        values["receipt"] = json.loads(row["receipt"]) if row["receipt"] else None
+        found[row["logical_call_id"]].append(Attempt(**values))
+    return found
 
 
 async def insert_attempt(conn: asyncpg.Connection, call: Call, attempt: int, kind: str, fence: int,
@@ -248,14 +266,17 @@ async def insert_resolution(conn: asyncpg.Connection, event_id: uuid.UUID,
         event_id, logical_call_id, json.dumps(request))
 
 
-async def pending_resolution(conn: asyncpg.Connection,
-                             logical_call_id: uuid.UUID) -> tuple[uuid.UUID, dict[str, Any]] | None:
-    """The oldest repair not yet concluded for this call, locked."""
-    row = await conn.fetchrow(
-        f"SELECT event_id, request FROM {SCHEMA}.resolutions WHERE logical_call_id = $1"
-        " AND status = 'pending' ORDER BY received_at, event_id LIMIT 1 FOR UPDATE",
-        logical_call_id)
-    return (row["event_id"], json.loads(row["request"])) if row else None
+async def pending_resolutions(conn: asyncpg.Connection, call_ids: list[uuid.UUID]
+                              ) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
+    """Each call's oldest repair not yet concluded, locked (with any younger ones)."""
+    rows = await conn.fetch(
+        f"SELECT logical_call_id, event_id, request FROM {SCHEMA}.resolutions"
+        " WHERE logical_call_id = ANY($1::uuid[]) AND status = 'pending'"
+        " ORDER BY logical_call_id, received_at, event_id FOR UPDATE", call_ids)
+    oldest: dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]] = {}
+    for row in rows:
+        oldest.setdefault(row["logical_call_id"], (row["event_id"], json.loads(row["request"])))
+    return oldest
 
 
 async def conclude_resolution(conn: asyncpg.Connection, event_id: uuid.UUID, status: str,

@@ -1,10 +1,11 @@
 """The loop that takes steps: claim due calls, hold their runs' leases, step each, commit, then
 do what must happen outside the transaction (crash points, HTTP calls, recording their outcome).
 
-Many calls are stepped in one transaction, each in a savepoint: a step that fails for a reason
-of its own (a bug, a lost race) is rolled back alone and retried a moment later, and the
-others commit. Leases are taken in run order, so two loops stepping calls of the same runs
-wait for each other instead of deadlocking.
+Many calls are stepped in one transaction, at most one per run. A step that fails for a reason
+of its own (a bug, a lost race) fails the batch, which is then stepped again with a savepoint
+per call: the failing step is rolled back alone and retried a moment later, the others commit. What the steps read first (leases, runs, attempts,
+pending repairs) is read for the whole batch, a statement each; leases and runs are locked in
+run order, so two loops wait for each other instead of deadlocking.
 
 Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
 are compared by one clock however many replicas run.
@@ -27,7 +28,7 @@ from services.dispatcher.breaker import Breakers
 from services.dispatcher.metrics import STALE_WRITE, DispatcherMetrics
 from services.dispatcher.retry_budget import backoff
 from services.dispatcher.settings import DispatcherSettings
-from services.dispatcher.steps import HttpWork, StepReport, Stepper, dependency_of
+from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper, dependency_of
 from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.db.wakeup import Wakeup
@@ -61,9 +62,11 @@ class Scheduler:
     async def run(self, wakeup: Wakeup, stopping: asyncio.Event) -> None:
         """``concurrency`` loops, each stepping batches of due calls until nothing is due.
 
-        A NOTIFY wakes one idle loop, not all of them: a loop that finds due calls wakes the
-        next before stepping them, so loops join one by one while there is work, and a burst
-        of wake-ups costs one empty claim instead of ``concurrency``."""
+        A NOTIFY wakes one idle loop, not all of them: a loop that claims a full batch wakes
+        the next before stepping it, so loops join one by one while there is more work than
+        one batch, and a wake-up costs one claim instead of ``concurrency``. A loop that found
+        work claims again at once (the other calls of the runs it stepped are due after its
+        commit)."""
         turns = _Turns()
         await asyncio.gather(self._relay_wakeups(wakeup, turns, stopping),
                              *(self._loop(turns, stopping)
@@ -92,7 +95,29 @@ class Scheduler:
 
     async def step_batch(self, on_claim: Callable[[], None] = lambda: None) -> int:
         """Step the due calls one transaction takes; returns how many were claimed (0: none is
-        due for this worker). ``on_claim`` is told as soon as calls are claimed."""
+        due for this worker). ``on_claim`` is told as soon as a full batch is claimed."""
+        try:
+            claimed, reports = await self._step_batch(on_claim, isolate=False)
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            log.warning("dispatcher: a batch of steps failed (%s); stepping it call by call",
+                        error)
+            claimed, reports = await self._step_batch(on_claim, isolate=True)
+        for report in reports:
+            for metric, tool in report.observed:
+                self._counted.add(metric, tool)
+        outcomes = await asyncio.gather(*(self._after_commit(report) for report in reports),
+                                        return_exceptions=True)
+        if failed := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)),
+                          None):
+            raise failed
+        return claimed
+
+    async def _step_batch(self, on_claim: Callable[[], None],
+                          isolate: bool) -> tuple[int, list[StepReport]]:
+        """The batch's transaction; returns how many calls it claimed and the reports of the
+        steps it committed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
             conn = uow.connection
             # A worker paused inside a step (SIGSTOP, a long GC) must not keep the run's rows
@@ -105,45 +130,46 @@ class Scheduler:
             calls = await repo.claim_due(conn, self._settings.worker_id, now,
                                          self._settings.steps_per_transaction)
             if not calls:
-                return 0
-            on_claim()
-            held: dict[str, leases.Lease | None] = {}
+                return 0, []
+            if len(calls) == self._settings.steps_per_transaction:
+                on_claim()  # more may be due than one batch takes
+            run_ids = sorted({call.run_id for call in calls})
+            call_ids = [call.logical_call_id for call in calls]
+            held = await leases.hold(conn, run_ids, self._settings.worker_id,
+                                     self._settings.lease_ttl_s, now)
+            runs = await repo.runs_for_update(conn, list(held))
+            attempts = await repo.attempts_of(conn, call_ids)
+            repairs = await repo.pending_resolutions(conn, call_ids)
             reports = []
             for call in sorted(calls, key=lambda call: call.run_id):
-                if call.run_id not in held:
-                    held[call.run_id] = await self._lease(conn, call.run_id, now)
-                if (lease := held[call.run_id]) is None:
+                if (lease := held.get(call.run_id)) is None:
                     continue  # another worker took the run between our claim and our lease
-                if (report := await self._step(uow, call, lease, now)) is not None:
+                if lease.taken_over_from:
+                    log.warning("took run %s over from %s (fence %d)", call.run_id,
+                                lease.taken_over_from, lease.fence)
+                known = Known(runs[call.run_id], attempts[call.logical_call_id],
+                              repairs.get(call.logical_call_id))
+                if isolate:
+                    report = await self._step_isolated(uow, call, lease, now, known)
+                else:
+                    report = await self._step(uow, call, lease, now, known)
+                if report is not None:
                     reports.append(report)
             await uow.commit()
-        for report in reports:
-            for metric, tool in report.observed:
-                self._counted.add(metric, tool)
-        outcomes = await asyncio.gather(*(self._after_commit(report) for report in reports),
-                                        return_exceptions=True)
-        if failed := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)),
-                          None):
-            raise failed
-        return len(calls)
-
-    async def _lease(self, conn: asyncpg.Connection, run_id: str,
-                     now: datetime) -> leases.Lease | None:
-        lease = await leases.hold(conn, run_id, self._settings.worker_id,
-                                  self._settings.lease_ttl_s, now)
-        if lease is not None and lease.taken_over_from:
-            log.warning("took run %s over from %s (fence %d)", run_id, lease.taken_over_from,
-                        lease.fence)
-        return lease
+        return len(calls), reports
 
     async def _step(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
-                    now: datetime) -> StepReport | None:
+                    now: datetime, known: Known) -> StepReport:
+        with continuing(call.traceparent, f"dispatch {call.tool_name}",
+                        **{"intentledger.logical_call_id": str(call.logical_call_id),
+                           "intentledger.state": str(call.state)}):
+            return await self._stepper.step(uow, call, lease, now, known)
+
+    async def _step_isolated(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
+                             now: datetime, known: Known) -> StepReport | None:
         try:
             async with uow.savepoint():
-                with continuing(call.traceparent, f"dispatch {call.tool_name}",
-                                **{"intentledger.logical_call_id": str(call.logical_call_id),
-                                   "intentledger.state": str(call.state)}):
-                    return await self._stepper.step(uow, call, lease, now)
+                return await self._step(uow, call, lease, now, known)
         except Exception as error:
             if is_retryable(error):
                 raise  # the transaction itself is in doubt: the whole batch is retried

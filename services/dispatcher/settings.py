@@ -67,8 +67,9 @@ class DispatcherSettings(BaseSettings):
     concurrency: int = Field(default=8, ge=1)
     """Transactions stepping calls at once in this process."""
     steps_per_transaction: int = Field(default=50, ge=1)
-    """Due calls one transaction claims and steps (each in a savepoint of its own): one
-    commit and one claim for many steps, where a step alone is a dozen short statements."""
+    """Due calls one transaction claims (at most one per run) and steps, each in a savepoint
+    of its own: one commit, one claim and one read of leases, runs, attempts and repairs for
+    many steps, where a step alone was a dozen short statements."""
     scan_interval_s: float = Field(default=0.5, gt=0)
     batch_size: int = Field(default=200, ge=1)
     faults: str = ""

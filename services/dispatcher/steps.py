@@ -21,9 +21,10 @@ The rules that make a lost response safe:
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from services.dispatcher import events, leases, metrics, repository as repo
 from services.dispatcher.adapters import kafka
@@ -91,6 +92,15 @@ class _Step:
 
 
 @dataclass(frozen=True)
+class Known:
+    """What a step reads before deciding, fetched for a whole batch of calls at once."""
+
+    run: Run
+    attempts: list[Attempt]
+    repair: tuple[uuid.UUID, dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
 class StepReport:
     after: list[AfterCommit | HttpWork]
     observed: list[tuple[str, str]]
@@ -124,15 +134,15 @@ class Stepper:
         except Rejection:
             return None
 
-    async def step(self, uow: UnitOfWork, call: Call, lease: leases.Lease,
-                   now: datetime) -> StepReport:
+    async def step(self, uow: UnitOfWork, call: Call, lease: leases.Lease, now: datetime,
+                   known: Known) -> StepReport:
+        """``known``: the call's run, attempts and pending repair, read (and locked) in this
+        transaction for the whole batch it belongs to."""
         conn = uow.connection
-        run = await repo.run_for_update(conn, call.run_id)
-        tool = self.tool_of(call)
-        step = _Step(uow, call, run, lease, tool, await repo.attempts_of(conn, call.logical_call_id),
-                     now, [], [])
-        if (repair := await repo.pending_resolution(conn, call.logical_call_id)) is not None:
-            if await self._repair(step, *repair):
+        step = _Step(uow, call, known.run, lease, self.tool_of(call), known.attempts, now, [], [])
+        tool = step.tool
+        if known.repair is not None:
+            if await self._repair(step, *known.repair):
                 return StepReport(step.after, step.observed)
         if tool is None:
             await self._unknown_tool(step)

@@ -1,0 +1,119 @@
+"""The scheduler's batches, on the dispatcher's real tables: one claim takes at most one due call
+per run; one statement holds the leases of many runs while honouring another worker's unexpired
+lease (and taking over an expired one with the next fence); a step that fails is isolated and
+the rest of its batch commits once."""
+
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import pytest
+
+from services.dispatcher import leases, repository as repo
+from services.dispatcher.adapters.http import HttpEffectAdapter
+from services.dispatcher.breaker import Breakers
+from services.dispatcher.metrics import DispatcherMetrics
+from services.dispatcher.scheduler import Scheduler
+from services.dispatcher.steps import StepReport
+from shared.errors import PermanentError
+from shared.messaging.envelope import Envelope
+from tests.support.dispatch import debit_intent, dispatcher_stage
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture
+async def stage(pool, endpoints, tmp_path):
+    async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
+        yield prepared
+
+
+@asynccontextmanager
+async def rolled_back(pool):
+    """A transaction that leaves nothing behind for the tests after this one."""
+    async with pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            yield conn
+        finally:
+            await transaction.rollback()
+
+
+async def _due_calls(conn, run_id: str, count: int) -> list:
+    intents = [debit_intent("w-batch", run_id=run_id) for _ in range(count)]
+    await repo.insert_run(conn, run_id, "acme", "agent-7", intents[0].deadline_at, 10)
+    for intent in intents:
+        await repo.insert_call(conn, intent=intent.model_dump(mode="json"), capability=None,
+                               policy_version="v1", deadline_at=intent.deadline_at)
+    return intents
+
+
+async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
+    async with rolled_back(pool) as conn:
+        busy = await _due_calls(conn, f"run-busy-{stage.folder.name}", 3)
+        quiet = await _due_calls(conn, f"run-quiet-{stage.folder.name}", 1)
+        now = await conn.fetchval("SELECT clock_timestamp()")
+        claimed = await repo.claim_due(conn, "worker-a", now, 10)
+    assert sorted(call.run_id for call in claimed) == sorted({busy[0].run_id, quiet[0].run_id})
+    assert {call.logical_call_id for call in claimed} & {i.logical_call_id for i in busy}
+
+
+async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(stage, pool):
+    mine, theirs = f"run-mine-{stage.folder.name}", f"run-theirs-{stage.folder.name}"
+    async with rolled_back(pool) as conn:
+        await _due_calls(conn, mine, 1)
+        await _due_calls(conn, theirs, 1)
+        now = await conn.fetchval("SELECT clock_timestamp()")
+        first = await leases.hold(conn, [theirs], "worker-b", 10.0, now)
+        held = await leases.hold(conn, [mine, theirs], "worker-a", 10.0, now)
+        later = await leases.hold(conn, [theirs], "worker-a", 10.0, now + timedelta(seconds=11))
+    assert first[theirs].fence == 1
+    assert set(held) == {mine}
+    assert (held[mine].fence, held[mine].taken_over_from) == (1, None)
+    assert held[mine].expires_at == now + timedelta(seconds=10)
+    assert (later[theirs].fence, later[theirs].taken_over_from) == (2, "worker-b")
+
+
+class _StepperFailingOn:
+    """Steps a call by taking it off the schedule and emitting one event; refuses one call."""
+
+    def __init__(self, bad) -> None:
+        self.bad = bad
+        self.seen: list = []
+
+    async def step(self, uow, call, lease, now, known):
+        self.seen.append(call.logical_call_id)
+        if call.logical_call_id == self.bad:
+            raise PermanentError("this call's step is broken")
+        await repo.postpone(uow.connection, call, None)
+        uow.emit("t.batch-steps", Envelope.new(event_type="Stepped", run_id=call.run_id,
+                                               producer="test", payload={}))
+        return StepReport([], [])
+
+
+async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once(stage, pool):
+    good_run, bad_run = f"run-good-{stage.folder.name}", f"run-bad-{stage.folder.name}"
+    async with pool.acquire() as conn, conn.transaction():
+        [good] = await _due_calls(conn, good_run, 1)
+        [bad] = await _due_calls(conn, bad_run, 1)
+    stepper = _StepperFailingOn(bad.logical_call_id)
+    scheduler = Scheduler(pool, stepper, Breakers(5, timedelta(seconds=5)), HttpEffectAdapter(),
+                          stage.dispatcher_settings(), DispatcherMetrics())
+    try:
+        assert await scheduler.step_batch() == 2
+        assert stepper.seen.count(bad.logical_call_id) == 2  # the batch, then alone
+        rows = await pool.fetch(
+            "SELECT logical_call_id, state, next_action_at - clock_timestamp() AS due_in"
+            " FROM dispatcher.calls WHERE run_id = ANY($1::text[])", [good_run, bad_run])
+        by_call = {row["logical_call_id"]: row for row in rows}
+        assert by_call[good.logical_call_id]["due_in"] is None
+        assert by_call[bad.logical_call_id]["state"] == "AUTHORIZED"
+        assert timedelta(0) < by_call[bad.logical_call_id]["due_in"] <= timedelta(seconds=1)
+        assert await pool.fetchval("SELECT count(*) FROM dispatcher.outbox WHERE topic ="
+                                   " 't.batch-steps' AND partition_key = $1", good_run) == 1
+        assert await pool.fetchval("SELECT count(*) FROM dispatcher.outbox WHERE topic ="
+                                   " 't.batch-steps' AND partition_key = $1", bad_run) == 0
+    finally:
+        await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
+        await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
+                           " WHERE run_id = ANY($1::text[])", [good_run, bad_run])

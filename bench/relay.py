@@ -8,7 +8,10 @@ Figures (written to relay.json, plotted to relay.png):
 - ``raw_kafka_events_per_s``: raw aiokafka producing the same records with the same producer
   settings, no database (baseline: the ceiling the relay can approach);
 - ``publish_lag_p50_ms`` / ``p99``: created → marked published, at a fixed offered load well
-  below saturation, where lag measures the relay's reaction time rather than queueing.
+  below saturation, where lag measures the relay's reaction time rather than queueing;
+- ``idle_publish_lag_p50_ms`` / ``p99``: the same for single rows written to an otherwise idle
+  outbox every ``--idle-interval-ms`` (the NOTIFY wake-up path: commit → NOTIFY → scan →
+  claim → produce with ``acks=all`` → mark).
 Ratios are reported because absolute numbers depend on a shared, noisy machine.
 """
 
@@ -33,7 +36,8 @@ from tests.support.probe import Probe
 from tests.support.relay import running_relay
 
 
-async def main(rows: int, batch1_rows: int, out: Path) -> dict:
+async def main(rows: int, batch1_rows: int, out: Path, idle_rows: int = 200,
+               idle_interval_ms: float = 50.0) -> dict:
     endpoints = await asyncio.to_thread(infra.up, Settings())
     pool = await open_pool(endpoints.database_url, application_name="intentledger-bench", max_size=4)
     try:
@@ -41,6 +45,7 @@ async def main(rows: int, batch1_rows: int, out: Path) -> dict:
         batch1 = await _drain(pool, endpoints, batch1_rows, batch_size=1)
         raw = await _raw_kafka(endpoints.kafka_bootstrap, rows)
         lag = await _steady_lag(pool, endpoints, rate_per_s=2000, seconds=10)
+        idle = await _idle_lag(pool, endpoints, idle_rows, idle_interval_ms / 1000)
     finally:
         await pool.close()
     result = {
@@ -55,6 +60,11 @@ async def main(rows: int, batch1_rows: int, out: Path) -> dict:
         "publish_lag_p50_ms": lag["p50"],
         "publish_lag_p99_ms": lag["p99"],
         "steady_offered_per_s": lag["offered_per_s"],
+        "idle_publish_lag_p50_ms": idle["p50"],
+        "idle_publish_lag_p99_ms": idle["p99"],
+        "idle_publish_lag_max_ms": idle["max"],
+        "idle_rows": idle_rows,
+        "idle_interval_ms": idle_interval_ms,
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "relay.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -114,6 +124,20 @@ async def _steady_lag(pool, endpoints, rate_per_s: int, seconds: float) -> dict:
             "offered_per_s": offered, "samples": samples}
 
 
+async def _idle_lag(pool, endpoints, rows: int, interval_s: float) -> dict:
+    """One row at a time into an idle outbox, each once the previous one is published."""
+    probe = await _fresh_probe(pool, endpoints)
+    async with running_relay(endpoints, probe.schema) as metrics:
+        await asyncio.sleep(1.0)  # the relay's start-up scan is over
+        for written in range(1, rows + 1):
+            await probe.emit([f"run-{written % 200}"], per_key=1)
+            await wait_for(lambda: _published(probe, written), timeout=30, interval=0.005)
+            await asyncio.sleep(interval_s)
+        samples = sorted(metrics.publish_lag_ms)
+    return {"p50": _quantile(samples, 0.50), "p99": _quantile(samples, 0.99),
+            "max": samples[-1] if samples else float("nan")}
+
+
 async def _published(probe: Probe, rows: int) -> bool:
     return await probe.fetchval("SELECT count(*) FROM {s}.outbox WHERE status = 'published'") >= rows
 
@@ -151,6 +175,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--batch1-rows", type=int, default=5_000)
+    parser.add_argument("--idle-rows", type=int, default=200)
+    parser.add_argument("--idle-interval-ms", type=float, default=50.0)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     arguments = parser.parse_args()
-    print(json.dumps(asyncio.run(main(arguments.rows, arguments.batch1_rows, arguments.out)), indent=2))
+    print(json.dumps(asyncio.run(main(arguments.rows, arguments.batch1_rows, arguments.out,
+                                      arguments.idle_rows, arguments.idle_interval_ms)), indent=2))

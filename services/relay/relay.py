@@ -1,7 +1,7 @@
 """The relay loop: find outboxes with pending rows, claim a batch, publish it, mark it, repeat.
 
-Workers in this process take one outbox each at a time; workers in other replicas compete for
-its shards (see ``claims``). The
+One worker takes an outbox while its batches are partial, more join while they are full;
+workers in this process and in other replicas lock different shards (see ``claims``). The
 crash point ``relay.after_publish_before_mark`` sits between the broker's acknowledgement and
 the database commit: a crash there republishes the batch, which is what at-least-once means.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from collections.abc import Callable
 
 import asyncpg
 from services.relay import claims
@@ -35,10 +37,13 @@ class Relay:
         self.metrics = metrics or RelayMetrics()
         self._work: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
-        """Outboxes in the queue or being published: each is worked by one worker at a time."""
+        """Outboxes waiting in the queue (each at most once)."""
+        self._active: Counter[str] = Counter()
+        """Workers publishing each outbox now. One while its batches are partial; another joins
+        whenever a batch is full, up to every worker (they lock different shards)."""
         self._seen_again: set[str] = set()
-        """Queued outboxes a scan found pending again: rows may have arrived after the worker's
-        last claim, so the worker must look once more instead of letting the outbox go."""
+        """Outboxes a scan found pending while a worker was on them: rows may have arrived after
+        its last claim, so it must look once more instead of letting the outbox go."""
         self._schemas: list[str] = list(settings.schemas or [])
 
     async def scan(self) -> int:
@@ -48,12 +53,17 @@ class Relay:
                 await self._discover_schemas(conn)
             found = await claims.outboxes_with_pending_rows(conn, self._schemas)
         for item in found:
-            if item in self._queued:
+            if self._active[item]:
                 self._seen_again.add(item)
             else:
-                self._queued.add(item)
-                self._work.put_nowait(item)
+                self._offer(item)
         return len(found)
+
+    def _offer(self, schema: str) -> None:
+        """Queue the outbox for one more worker, unless one is already waiting for it."""
+        if schema not in self._queued and self._active[schema] < self._settings.workers:
+            self._queued.add(schema)
+            self._work.put_nowait(schema)
 
     async def _discover_schemas(self, conn: asyncpg.Connection) -> list[str]:
         """The configured outboxes, else every one in the database; refreshed with the backlog
@@ -68,11 +78,14 @@ class Relay:
                 schema = await asyncio.wait_for(self._work.get(), 0.2)
             except TimeoutError:
                 continue
+            self._queued.discard(schema)
+            self._active[schema] += 1
             self._seen_again.discard(schema)  # this turn's first claim will see them
             more = False
             try:
                 for _ in range(BATCHES_PER_TURN):
-                    more = await self.relay_batch(schema) == self._settings.batch_size
+                    more = await self.relay_batch(schema, on_full=lambda: self._offer(schema)) \
+                        == self._settings.batch_size
                     if stopping.is_set() or not more:
                         break
                 failures = 0
@@ -83,15 +96,18 @@ class Relay:
                 log.warning("relay %s: %s; backing off", schema, error)
                 await asyncio.sleep(backoff_delay(failures))
                 more = True
+            finally:
+                self._active[schema] -= 1
             if more or schema in self._seen_again:
-                self._work.put_nowait(schema)  # back of the queue: fairness
-            else:
-                self._queued.discard(schema)
+                self._offer(schema)  # back of the queue: fairness
 
-    async def relay_batch(self, schema: str) -> int:
-        """Publish one batch of one outbox; returns rows handled (0 = nothing to do here)."""
+    async def relay_batch(self, schema: str, on_full: Callable[[], None] = lambda: None) -> int:
+        """Publish one batch of one outbox; returns rows handled (0 = nothing to do here).
+        ``on_full`` is told, before publishing, that the batch took all it could."""
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await claims.claim_batch(conn, schema, self._settings.batch_size)
+            if len(rows) == self._settings.batch_size:
+                on_full()
             if not rows:
                 return 0
             checked = [to_record(row, self._settings.max_message_bytes) for row in rows]

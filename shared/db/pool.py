@@ -14,7 +14,7 @@ class TransactionScopedConnection(asyncpg.Connection):
     service leaves session state on a pooled connection: settings are ``SET LOCAL`` /
     ``set_config(..., true)``, advisory locks are ``_xact_`` locks, cursors live inside
     transactions, and LISTEN has a connection of its own (``shared.db.wakeup``).
-    ``tests/unit/test_pool.py`` keeps the source to that, and asyncpg still rolls back a
+    ``tests/unit/test_pool_sessions.py`` keeps the source to that, and asyncpg still rolls back a
     transaction left open before the connection goes back to the pool."""
 
     def get_reset_query(self) -> str:

@@ -139,8 +139,8 @@ class Stepper:
         """``known``: the call's run, attempts and pending repair, read (and locked) in this
         transaction for the whole batch it belongs to."""
         conn = uow.connection
-        step = _Step(uow, call, known.run, lease, self.tool_of(call), known.attempts, now, [], [])
-        tool = step.tool
+        tool = self.tool_of(call)
+        step = _Step(uow, call, known.run, lease, tool, known.attempts, now, [], [])
         if known.repair is not None:
             if await self._repair(step, *known.repair):
                 return StepReport(step.after, step.observed)

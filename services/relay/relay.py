@@ -66,8 +66,8 @@ class Relay:
             self._work.put_nowait(schema)
 
     async def _discover_schemas(self, conn: asyncpg.Connection) -> list[str]:
-        """The configured outboxes, else every one in the database; refreshed with the backlog
-        figures, not on every scan (a new outbox appears only with a migration)."""
+        """The configured outboxes, else every one in the database; refreshed by the backlog
+        gauge and the purge, not on every scan (a new outbox appears only with a migration)."""
         self._schemas = list(self._settings.schemas or await claims.outbox_schemas(conn))
         return self._schemas
 
@@ -139,6 +139,6 @@ class Relay:
 
     async def purge_published(self) -> int:
         async with self._pool.acquire() as conn:
-            schemas = self._settings.schemas or await claims.outbox_schemas(conn)
+            schemas = await self._discover_schemas(conn)
             return sum([await claims.delete_published_before(conn, s, self._settings.retention_hours)
                         for s in schemas])

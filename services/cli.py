@@ -263,6 +263,10 @@ def _infra(settings: Settings, action: str, purge: bool) -> int:
             endpoints = infra.up(settings)
             print(f"kafka:    {endpoints.kafka_bootstrap}\npostgres: {endpoints.database_url}")
         elif action == "down":
+            from services.demo import console as demo_console
+
+            if demo_console.stop(settings):
+                print("infra: stopped the demo's console")
             infra.down(settings, purge=purge)
         else:
             print(json.dumps(infra.status(settings), indent=2))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 
+from services.demo import console as demo_console
 from services.demo.authority_act import authority_act
 from services.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                        crash_story)
@@ -64,12 +65,16 @@ async def run_demo(settings: Settings) -> int:
             print(f"{name} stopped (exit {process.wait(30)})")
     ok = backbone_ok and intake_ok and story_ok and authority_ok
     if ok:
+        console = await demo_console.start(settings, endpoints)
         print("\nto look around: .venv/bin/intentledger runs list | runs show <run> | unknown list;"
-              "\n               INTENTLEDGER_QUERY_API_KEYS='{\"ops\": \"*\"}' .venv/bin/intentledger serve query"
-              "\n               (then curl -H 'Authorization: Bearer ops' localhost:8090/v1/runs)"
+              "\n               curl -H 'Authorization: Bearer <token>' "
+              f"{console.url.removesuffix('/console/')}/v1/runs"
               "\nto break it on purpose: .venv/bin/intentledger chaos run fault-protocols/"
               "  (the shipped crash scenarios; see the README)"
-              "\nto stop Kafka and PostgreSQL: .venv/bin/intentledger infra down")
+              "\nto stop the console, Kafka and PostgreSQL: .venv/bin/intentledger infra down"
+              f"\n\nconsole: {console.url}"
+              f"\n         sign in with the token {console.token}"
+              f" (kept in {settings.home / 'console.json'})")
     print("\ndemo OK" if ok else "\ndemo FAILED")
     return 0 if ok else 1
 

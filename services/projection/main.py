@@ -8,6 +8,7 @@ from aiokafka import ConsumerRecord
 
 from services.projection.facts import Delivery
 from services.projection.handlers import ProjectionHandler
+from services.projection.health_sampler import sampling
 from services.projection.repository import SCHEMA
 from services.projection.settings import ProjectionSettings
 from services.registry import expect_migrated, migrate_service
@@ -33,4 +34,11 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
     return await serve(service, settings, ProjectionHandler(config.results_topic),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals(), shown=(config,))
+                       stopping=stopping or stop_on_signals(), shown=(config,),
+                       alongside=_health_sampling(settings, config))
+
+
+def _health_sampling(settings: Settings, config: ProjectionSettings):
+    if not config.health_sample_s:
+        return None
+    return lambda pool: sampling(pool, settings.endpoints.kafka_bootstrap, config.health_sample_s)

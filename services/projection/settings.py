@@ -19,6 +19,9 @@ class ProjectionSettings(BaseSettings):
     results_topic: str = AGENT_RESULTS
     """Where settled calls are announced to agents (the intake answers on the same topic)."""
     batch_size: int = Field(default=500, ge=1)
+    health_sample_s: float = Field(default=15.0, ge=0)
+    """How often relay backlog and consumer lag are sampled for the console's health charts
+    (``health_sampler.py``); 0 turns sampling off."""
 
     @property
     def ledger_topics(self) -> tuple[str, ...]:

@@ -10,11 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from services.query import reads
+from services.query import health, reads
 from services.query.dead_letters import list_dead_letters
-from services.query.filters import CallFilters, DeadLetterFilters, RunFilters, TimelineFilters
-from services.query.models import (Call, Compensation, DeadLetter, Page, Run, RunDetail,
-                                   TimelineEvent, UnknownCall)
+from services.query.filters import (CallFilters, CountFilters, DeadLetterFilters, RunFilters,
+                                    TimelineFilters)
+from services.query.models import (Call, Compensation, Counts, DeadLetter, HealthReport, Page, Run,
+                                   RunDetail, TimelineEvent, UnknownCall)
 
 Read = Callable[..., Awaitable[BaseModel | None]]
 
@@ -60,6 +61,12 @@ ENDPOINTS = (
     Endpoint("/v1/compensations", "listCompensations",
              "Calls in COMPENSATING, COMPENSATED or COMPENSATION_FAILED with their compensating calls.",
              Page[Compensation], reads.compensations, CallFilters),
+    Endpoint("/v1/counts", "getCounts", "Runs per status and calls per state, now.", Counts,
+             health.counts, CountFilters),
+    Endpoint("/v1/health", "getPipelineHealth",
+             "The last hour of relay backlog and consumer lag (sampled), retry amplification, "
+             "duplicates prevented and compensation outcomes (operator keys only).",
+             HealthReport, health.health, operator_only=True),
     Endpoint("/v1/dead-letters", "listDeadLetters",
              "Dead letters of every service schema (operator keys only).", Page[DeadLetter],
              list_dead_letters, DeadLetterFilters, operator_only=True),

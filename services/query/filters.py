@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-MAX_PAGE = 500
+MAX_PAGE = 1000
 
 
 class PageParams(BaseModel):
@@ -25,13 +25,19 @@ class RunFilters(TimeRange):
 
     tenant: str | None = Field(default=None, description="Tenant id (a tenant key sees its own only).")
     principal: str | None = Field(default=None, description="Principal id.")
+    tool: str | None = Field(default=None, description="Tool name (runs: with a call of this tool).")
     state: list[str] = Field(default=[], description="Run status; repeat for several.")
+
+
+class CountFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str | None = Field(default=None, description="Tenant id (a tenant key sees its own only).")
 
 
 class CallFilters(RunFilters):
     """Time bounds apply to ``updated_at`` (``unknown_since`` in the UNKNOWN queue)."""
 
-    tool: str | None = Field(default=None, description="Tool name.")
     run: str | None = Field(default=None, description="Run id.")
     state: list[str] = Field(default=[], description="Call state; repeat for several.")
 

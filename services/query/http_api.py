@@ -17,6 +17,7 @@ import asyncpg
 from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
 
+from services.console.web import CONSOLE, PREFIX as CONSOLE_PREFIX, Console, add_console, secured
 from services.query.access import Access, access_for, scoped
 from services.query.endpoints import ENDPOINTS, Endpoint
 from services.query.errors import QueryError, invalid_cursor, not_found
@@ -33,9 +34,11 @@ SHUTDOWN_S = 10.0
 
 
 @asynccontextmanager
-async def serving(pool: asyncpg.Pool, settings: QuerySettings) -> AsyncIterator[int]:
+async def serving(pool: asyncpg.Pool, settings: QuerySettings,
+                  console: Console | None = None) -> AsyncIterator[int]:
     """Listen while inside (yields the bound port); on leaving, finish requests in flight."""
-    runner = web.AppRunner(create_app(pool, settings), access_log=None, shutdown_timeout=SHUTDOWN_S)
+    runner = web.AppRunner(create_app(pool, settings, console), access_log=None,
+                           shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     try:
         await web.TCPSite(runner, settings.host, settings.port).start()
@@ -46,9 +49,12 @@ async def serving(pool: asyncpg.Pool, settings: QuerySettings) -> AsyncIterator[
         await runner.cleanup()
 
 
-def create_app(pool: asyncpg.Pool, settings: QuerySettings) -> web.Application:
-    app = web.Application(middlewares=[errors_as_json, authenticated])
+def create_app(pool: asyncpg.Pool, settings: QuerySettings,
+               console: Console | None = None) -> web.Application:
+    app = web.Application(middlewares=[secured, errors_as_json, authenticated])
     app[POOL], app[SETTINGS] = pool, settings
+    if console is not None:
+        add_console(app, console)
     for endpoint in ENDPOINTS:
         app.router.add_get(endpoint.path, partial(answer, endpoint), allow_head=False)
     app.router.add_get("/openapi.json", openapi, allow_head=False)
@@ -88,13 +94,26 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path not in PUBLIC and request.match_info.http_exception is None:
-        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-        access = access_for(key.strip(), request.app[SETTINGS].api_keys) if scheme == "Bearer" else None
-        if access is None:
-            raise QueryError(401, "unauthenticated", "send `Authorization: Bearer <API key>`")
-        request[ACCESS] = access
+    """A data request needs a bearer key, or the console's session (``/console`` routes
+    check that themselves); either way it gets one tenant's access, or an operator's."""
+    if (request.path not in PUBLIC and not request.path.startswith(CONSOLE_PREFIX)
+            and request.match_info.http_exception is None):
+        request[ACCESS] = _access(request)
     return await handler(request)
+
+
+def _access(request: web.Request) -> Access:
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, key = header.partition(" ")
+        access = access_for(key.strip(), request.app[SETTINGS].api_keys) if scheme == "Bearer" else None
+    else:
+        console = request.app.get(CONSOLE)
+        viewer = console.viewer(request) if console is not None else None
+        access = viewer.access if viewer is not None else None
+    if access is None:
+        raise QueryError(401, "unauthenticated", "send `Authorization: Bearer <API key>`")
+    return access
 
 
 @web.middleware

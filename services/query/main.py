@@ -1,11 +1,15 @@
 """Composition root of the query API process: a pool, the migrations its row-level security
-depends on, and the HTTP server until SIGTERM. Ready once PostgreSQL answers and those
-migrations are applied: it has no Kafka client (nor, in Kubernetes, any route to Kafka)."""
+depends on, and the HTTP server (the API and the operator console) until SIGTERM. Ready once
+PostgreSQL answers and those migrations are applied. Its only Kafka client is the console's
+resolve form, which publishes an operator's repair when one is made."""
 
 from __future__ import annotations
 
 import asyncio
 
+from services.console.sessions import Sessions
+from services.console.settings import ConsoleSettings
+from services.console.web import Console
 from services.query.http_api import serving
 from services.query.settings import QuerySettings
 from services.registry import expect_migrated, migrate_service
@@ -19,12 +23,15 @@ from shared.signals import stop_on_signals
 
 async def run_query(settings: Settings, query_settings: QuerySettings | None = None,
                     stopping: asyncio.Event | None = None,
-                    started: asyncio.Future[int] | None = None) -> None:
+                    started: asyncio.Future[int] | None = None,
+                    console_settings: ConsoleSettings | None = None,
+                    resolutions_topic: str | None = None) -> None:
     """Serve until ``stopping`` is set; ``started`` receives the bound port (tests ask for 0)."""
     query_settings = query_settings or QuerySettings()
+    console_settings = console_settings or ConsoleSettings()
     stopping = stopping or stop_on_signals()
     health = Health("query", "postgres", "migrations")  # it reads no Kafka: ready without one
-    async with service_runtime(health, settings, query_settings):
+    async with service_runtime(health, settings, query_settings, console_settings):
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
             with attempt:
                 pool = await open_pool(settings.endpoints.database_url,
@@ -38,7 +45,9 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
                     await migrate_service(pool, "projection")
                     await migrate_service(pool, "query")
             health.ready_when("migrations", lambda: expect_migrated(pool, "projection", "query"))
-            async with serving(pool, query_settings) as port:
+            console = Console(console_settings, Sessions(console_settings), settings.endpoints,
+                              pool, resolutions_topic)
+            async with serving(pool, query_settings, console) as port:
                 if started is not None:
                     started.set_result(port)
                 await stopping.wait()

@@ -98,6 +98,35 @@ class DeadLetter(BaseModel):
     replayed_at: datetime | None
 
 
+class Counts(BaseModel):
+    """How many runs are in each status and calls in each state, now."""
+
+    runs: dict[str, int]
+    calls: dict[str, int]
+
+
+class Point(BaseModel):
+    at: datetime = Field(description="Start of the bucket (or the sampling instant).")
+    value: float
+
+
+class Series(BaseModel):
+    name: str = Field(description="relay_backlog, consumer_lag, retry_amplification, "
+                                  "duplicates_prevented or compensations.")
+    subject: str = Field(description="What the series is of: an outbox schema, a consumer "
+                                     "group, an event type, a compensation outcome, or `all`.")
+    unit: str
+    points: list[Point] = Field(description="Oldest first; a missing bucket means no data.")
+
+
+class HealthReport(BaseModel):
+    """The pipeline over the last hour: sampled positions and rates from the event history."""
+
+    window_s: int
+    bucket_s: int = Field(description="Width of the buckets of the history-derived series.")
+    series: list[Series]
+
+
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next: str | None = Field(description="Pass as `after` for the next page; null on the last.")

@@ -34,6 +34,8 @@ UNKNOWN = Keyset("unknown", (("unknown_since", "timestamptz"), ("logical_call_id
 async def list_runs(conn: asyncpg.Connection, filters: RunFilters) -> Page[Run]:
     select = _common(filters, "updated_at")
     select.where_optional("status = ANY({}::text[])", filters.state)
+    select.where_optional("EXISTS (SELECT 1 FROM projection.calls c WHERE c.run_id = runs.run_id "
+                          "AND c.tool_name = {})", filters.tool)
     rows = await _page(conn, "projection.runs", RUN_COLUMNS, select, RUNS, filters.after, filters.limit)
     return Page[Run](items=[Run(**row) for row in rows[:filters.limit]],
                      next=RUNS.next_cursor(rows, filters.limit))

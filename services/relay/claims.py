@@ -18,14 +18,6 @@ import asyncpg
 from shared.db.identifiers import checked_identifier
 
 
-async def outbox_schemas(conn: asyncpg.Connection) -> list[str]:
-    rows = await conn.fetch(
-        "SELECT table_schema FROM information_schema.tables "
-        "WHERE table_name = 'outbox' AND table_type = 'BASE TABLE' ORDER BY table_schema"
-    )
-    return [row["table_schema"] for row in rows]
-
-
 async def outboxes_with_pending_rows(conn: asyncpg.Connection, schemas: list[str]) -> list[str]:
     """The outboxes, among ``schemas``, with a pending row: one round trip for all of them."""
     if not schemas:

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from services.registry import expect_migrated
-from services.relay import claims
 from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
@@ -21,6 +20,7 @@ from shared.db.wakeup import Wakeup
 from shared.errors import is_retryable
 from shared.health import Health, NotReady
 from shared.messaging.kafka_security import configured
+from shared.messaging.outbox import outbox_schemas
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
@@ -90,7 +90,7 @@ async def _relay(endpoints: Endpoints, relay_settings: RelaySettings, stopping: 
 async def _outboxes_migrated(pool: asyncpg.Pool, settings: RelaySettings) -> None:
     """Every outbox it drains has the messaging tables this release reads."""
     async with pool.acquire() as conn:
-        schemas = settings.schemas or await claims.outbox_schemas(conn)
+        schemas = settings.schemas or await outbox_schemas(conn)
     if not schemas:
         raise NotReady("no outbox to drain: run `intentledger migrate`")
     await expect_migrated(pool, *schemas, messaging_only=True)

@@ -21,6 +21,7 @@ from services.relay.records import KafkaRecord, Unpublishable, to_record
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.errors import is_retryable
+from shared.messaging.outbox import outbox_schemas
 from shared.retry import backoff_delay
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class Relay:
     async def _discover_schemas(self, conn: asyncpg.Connection) -> list[str]:
         """The configured outboxes, else every one in the database; refreshed by the backlog
         gauge and the purge, not on every scan (a new outbox appears only with a migration)."""
-        self._schemas = list(self._settings.schemas or await claims.outbox_schemas(conn))
+        self._schemas = list(self._settings.schemas or await outbox_schemas(conn))
         return self._schemas
 
     async def worker(self, stopping: asyncio.Event) -> None:

@@ -11,13 +11,16 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from shared.infra.errors import InfraError
 
 
-def spawn(command: list[str], log_path: Path, cwd: Path | None = None) -> int:
-    """Start ``command`` detached, output appended to ``log_path``; returns its pid.
+def spawn(command: list[str], log_path: Path, cwd: Path | None = None,
+          env: Mapping[str, str] | None = None) -> int:
+    """Start ``command`` detached, output appended to ``log_path``; returns its pid. ``env``
+    replaces the environment (secrets go there, never into the command line ``ps`` shows).
 
     A shell backgrounds it and exits at once, so the process is nobody's child of ours:
     nothing to reap, and no Python warning about a subprocess still running at exit.
@@ -25,7 +28,7 @@ def spawn(command: list[str], log_path: Path, cwd: Path | None = None) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launcher = subprocess.run(
         ["/bin/sh", "-c", 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "sh", str(log_path), *command],
-        cwd=cwd, capture_output=True, text=True, start_new_session=True, check=True)
+        cwd=cwd, env=env, capture_output=True, text=True, start_new_session=True, check=True)
     return int(launcher.stdout)
 
 

@@ -1,4 +1,4 @@
-"""Writing outbox rows. Only the relay reads them back and publishes."""
+"""Writing outbox rows, and finding the outboxes. Only the relay reads rows back and publishes."""
 
 from __future__ import annotations
 
@@ -34,3 +34,12 @@ async def insert_outbox_rows(conn: asyncpg.Connection, schema: str,
         [json.dumps(message.envelope.headers()) for message in messages],
         [message.envelope.model_dump_json() for message in messages],
     )
+
+
+async def outbox_schemas(conn: asyncpg.Connection) -> list[str]:
+    """Every schema with an outbox this connection's role can see."""
+    rows = await conn.fetch(
+        "SELECT table_schema FROM information_schema.tables "
+        "WHERE table_name = 'outbox' AND table_type = 'BASE TABLE' ORDER BY table_schema"
+    )
+    return [row["table_schema"] for row in rows]

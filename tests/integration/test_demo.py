@@ -1,11 +1,18 @@
-"""The README's first command works: the demo runs its real processes and reports success."""
+"""The README's first command works: the demo runs its real processes, reports success and
+leaves the operator console running, signed in with the token it printed, until
+``infra down``."""
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 import sys
 
+import aiohttp
 import pytest
+
+from shared.infra import processes
 
 pytestmark = pytest.mark.infra
 
@@ -25,3 +32,22 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
     assert "policy denied (denied_by_rule); dispatcher calls: 0" in result.stdout
     assert "refused (approver_is_requester)" in result.stdout
     assert result.stdout.rstrip().endswith("demo OK")
+    url, token = re.search(r"console: (http://\S+/console/)\s+sign in with the token (\S+)",
+                           result.stdout).groups()
+    recorded = json.loads((tmp_path / "home" / "console.json").read_text())
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+            async with browser.post(f"{url.removesuffix('/console/')}/console/session",
+                                    json={"token": token}) as signed_in:
+                assert signed_in.status == 200
+            async with browser.get(f"{url.removesuffix('/console/')}/v1/unknown") as queue:
+                assert queue.status == 200  # the session reads the query API
+            async with browser.get(f"{url.removesuffix('/console/')}/v1/runs",
+                                   params={"limit": "1000"}) as runs:
+                assert runs.status == 200 and (await runs.json())["items"]
+    finally:
+        down = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "services.cli", "infra", "down"], env=env,
+            capture_output=True, text=True, timeout=60)
+    assert "stopped the demo's console" in down.stdout, down.stdout + down.stderr
+    assert not processes.is_alive(recorded["pid"], "services.cli serve query")

@@ -7,83 +7,27 @@ schema is shared by tests: every assertion is about this test's run)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 
-from services.dispatcher.main import run_dispatcher
 from services.dispatcher.resolve_cli import Repair, resolve
-from services.policy.main import run_policy
-from services.projection.main import run_projection
 from services.projection.replay import replay
-from services.projection.settings import ProjectionSettings
-from services.proposal_intake.main import run_intake
-from services.registry import migrate_service
-from services.relay.main import run_relay
-from services.relay.settings import RelaySettings
 from shared import faults
-from shared.config import Settings
-from tests.support.dispatch import (Stage, attempts, call_row, park_other_tests_calls,
-                                    running_wallet_on, settled)
-from tests.support.kafka import read_topic, wait_for
+from tests.support.dispatch import attempts, call_row, settled
+from tests.support.kafka import read_topic
 from tests.support.pipeline import answer, debit, names, propose
+from tests.support.pipeline_stack import POLICY, REPAIRS, pipeline, pipeline_stage, projected
 from tests.support.wallet import new_wallet
 
 pytestmark = pytest.mark.infra
-SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
-POLICY = {"capability_ttl_seconds": 120, "rules": [
-    {"name": "debits", "principals": ["agent-*"], "tenants": ["acme"], "tools": ["wallet.debit"],
-     "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow"}]}
 
 
 @pytest.fixture
-async def stage(pool, endpoints, tmp_path) -> Stage:
-    for schema in SCHEMAS:
-        await migrate_service(pool, schema)
-    stage = Stage(tmp_path, endpoints)
-    stage.write_registry()
-    stage.write_policy(POLICY)
-    await stage.create_topics(pipeline=True)
-    await park_other_tests_calls(pool)
-    yield stage
+async def stage(pool, endpoints, tmp_path):
+    yield await pipeline_stage(pool, endpoints, tmp_path)
     faults.configure("")  # the wallet runs in this process; its fault rules must not outlive us
-
-
-@asynccontextmanager
-async def pipeline(stage: Stage, *, wallet: dict | None = None) -> AsyncIterator[None]:
-    """Intake, policy, dispatcher, wallet, the projection and one relay for their outboxes."""
-    stopping = asyncio.Event()
-    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
-                        database_url=stage.endpoints.database_url)
-    projection = ProjectionSettings(intake_topic=stage.intake,
-                                    authorizations_topic=stage.authorizations,
-                                    dispatch_topic=stage.dispatch, effects_topic=stage.effects,
-                                    results_topic=stage.results)
-    services = [
-        run_relay(settings, RelaySettings(schemas=list(SCHEMAS), poll_interval_s=0.2), stopping),
-        run_intake(settings, stage.intake_settings(), stopping),
-        run_policy(settings, stage.policy_settings(), stopping),
-        run_dispatcher(settings, stage.dispatcher_settings(), stopping),
-        run_projection(settings, projection, stopping)]
-    tasks = [asyncio.create_task(service) for service in services]
-    try:
-        async with running_wallet_on(stage, **(wallet or {})):
-            yield
-    finally:
-        stopping.set()
-        await asyncio.gather(*tasks)
-
-
-async def projected(pool, table: str, column: str, value, *, where: str = "") -> dict | None:
-    async def found():
-        return await pool.fetchrow(f"SELECT * FROM projection.{table} WHERE {column} = $1{where}",
-                                   value)
-    row = await wait_for(found, timeout=90)
-    return dict(row) if row else None
 
 
 async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wallet(stage, pool):
@@ -133,8 +77,7 @@ async def test_a_repaired_call_lets_its_run_complete_with_the_evidence_in_its_ti
     run_id, tag = names()
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
-    stage.write_policy({**POLICY, "repairs": [{"name": "ops", "operators": ["operator:*"],
-                                               "tenants": ["acme"], "tools": ["wallet.*"]}]})
+    stage.write_policy({**POLICY, "repairs": REPAIRS})
     async with pipeline(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
         await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "25.00", call_id="call-r",
                                    key="order-r"))

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 from jsonschema import Draft202012Validator
 
+from services.console.settings import ConsoleSettings
 from services.query.main import run_query
 from services.query.settings import QuerySettings
 from shared.config import Endpoints, Settings
@@ -59,12 +60,16 @@ class QueryClient:
 
 
 @asynccontextmanager
-async def query_api(endpoints: Endpoints, api_keys: dict[str, str]) -> AsyncIterator[QueryClient]:
-    """The API process's composition root on a free port; leaving stops it as SIGTERM would."""
+async def query_api(endpoints: Endpoints, api_keys: dict[str, str], *,
+                    console: ConsoleSettings | None = None,
+                    resolutions_topic: str | None = None) -> AsyncIterator[QueryClient]:
+    """The API process's composition root (with the console) on a free port; leaving stops it
+    as SIGTERM would."""
     stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
     settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
     task = asyncio.create_task(run_query(settings, QuerySettings(port=0, api_keys=api_keys),
-                                         stopping, started))
+                                         stopping, started, console or ConsoleSettings(),
+                                         resolutions_topic))
     await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED, timeout=60)
     if task.done():
         task.result()  # an API that died at start says why

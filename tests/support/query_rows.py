@@ -59,7 +59,7 @@ async def seed_run(pool: asyncpg.Pool, tenant: str, *, principal: str = "agent-1
 async def seed_call(pool: asyncpg.Pool, run: SeededRun, *, state: str = "SUCCEEDED",
                     tool: str = "wallet.debit", unknown_for: float | None = None,
                     updated_at: datetime | None = None, compensates: uuid.UUID | None = None,
-                    attempts: int = 1) -> uuid.UUID:
+                    attempts: int = 1, result: object = None) -> uuid.UUID:
     """A call (UUIDv7 id, so creation order); ``unknown_for`` seconds sets ``unknown_since``."""
     call_id = new_event_id()
     now = datetime.now(UTC)
@@ -70,7 +70,7 @@ async def seed_call(pool: asyncpg.Pool, run: SeededRun, *, state: str = "SUCCEED
         "updated_at, stage, last_event_id) VALUES ($1, $2, $3, $4, 'toolu_1', $5, $6, '1', 'sha256:ab', "
         "$7, 3, 'policy-v7', 'worker-a', 2, $8, $9, $10, $11, $12, $13, 3, $1)",
         call_id, run.run_id, run.tenant, run.principal, f"key-{call_id}", tool, state, attempts,
-        f"rcpt-{call_id}", json.dumps({"balance_minor": 6000}), compensates,
+        f"rcpt-{call_id}", json.dumps(result or {"balance_minor": 6000}), compensates,
         None if unknown_for is None else now - timedelta(seconds=unknown_for), updated_at or now)
     await pool.execute("UPDATE projection.runs SET calls = calls + 1 WHERE run_id = $1", run.run_id)
     run.calls.append(call_id)
@@ -79,11 +79,14 @@ async def seed_call(pool: asyncpg.Pool, run: SeededRun, *, state: str = "SUCCEED
 
 async def seed_event(pool: asyncpg.Pool, run: SeededRun, event_type: str, *,
                      call: uuid.UUID | None = None, attempt: int | None = None,
-                     with_tenant: bool = True, occurred_at: datetime | None = None) -> uuid.UUID:
-    """One history event with every audit field filled (tenant left NULL when asked)."""
+                     with_tenant: bool = True, occurred_at: datetime | None = None,
+                     payload: dict | None = None) -> uuid.UUID:
+    """One history event with every audit field filled (tenant left NULL when asked);
+    ``payload`` adds fields to the event's payload."""
     event_id = new_event_id()
     envelope = {"event_id": str(event_id), "event_type": event_type, "run_id": run.run_id,
-                "payload": {"logical_call_id": str(call) if call else None, "attempt": attempt}}
+                "payload": {"logical_call_id": str(call) if call else None, "attempt": attempt,
+                            **(payload or {})}}
     await pool.execute(
         "INSERT INTO projection.events (event_id, topic, event_type, run_id, tenant_id, "
         "logical_call_id, principal_id, policy_version, worker_id, fence, attempt, receipt_id, "

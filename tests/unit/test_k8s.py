@@ -203,10 +203,9 @@ def test_each_pods_runtime_settings_are_accepted_by_the_code(objects, monkeypatc
             monkeypatch.delenv(variable)
         for variable, value in env.items():
             monkeypatch.setenv(variable, value)
-        if name != "query":  # it creates no Kafka client, so it never reads these (nor has a user)
-            kafka = KafkaSecurity()
-            assert (kafka.security_protocol, kafka.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
-            assert kafka.sasl_username == f"intentledger-{name}"
+        kafka = KafkaSecurity()
+        assert (kafka.security_protocol, kafka.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+        assert kafka.sasl_username == f"intentledger-{name}"
         assert HealthSettings().port == HEALTH_PORT, name
         telemetry = TelemetrySettings()
         assert telemetry.otlp and telemetry.otlp_protocol == "grpc", name
@@ -350,8 +349,17 @@ def test_each_consumer_reads_only_its_topics_and_group_and_writes_nothing(overla
         consumed, emitted = CONSUMERS[name]
         allowed = acls(users[f"intentledger-{name}"])
         assert {n for (kind, n), ops in allowed.items() if kind == "topic" and "Read" in ops} == consumed
-        assert {n for (kind, n), ops in allowed.items() if kind == "group"} == {name}
+        assert {n for (kind, n), ops in allowed.items() if kind == "group" and "Read" in ops} == {name}
         assert not any("Write" in ops for ops in allowed.values()), name
+        others = {n for (kind, n), ops in allowed.items() if kind == "group" and "Read" not in ops}
+        if name == "projection":  # the health sampler reads every group's lag, nothing more
+            assert others == set(CONSUMERS) - {name}
+            assert all(ops == {"Describe"} for (kind, n), ops in allowed.items()
+                       if kind == "group" and n in others)
+            assert set().union(*(topics for topics, _ in CONSUMERS.values())) <= {
+                n for (kind, n), ops in allowed.items() if kind == "topic" and "Describe" in ops}
+        else:
+            assert not others, name
         # At start a service checks that every topic it names exists (ensure_topics).
         assert consumed | emitted <= {n for (kind, n), ops in allowed.items()
                                       if kind == "topic" and "Describe" in ops}, name
@@ -364,7 +372,10 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
     assert {n for (kind, n), ops in relay.items() if "Write" in ops} == emitted
     assert not any("Read" in ops for ops in relay.values())
     writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
-    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent"}
+    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent",
+                       "intentledger-query"}
+    assert acls(users["intentledger-query"]) == {  # the console's resolve form, and nothing else
+        ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
     assert {n for (_, n), ops in operator.items() if "Write" in ops} == OPERATOR_TOPICS
     assert {n for (_, n), ops in acls(users["intentledger-agent"]).items() if "Write" in ops} == {
@@ -378,7 +389,7 @@ def test_every_kafka_client_logs_in_as_its_own_user(objects):
     users = of_kind(objects, "KafkaUser")
     for name, deployment in of_kind(objects, "Deployment").items():
         env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
-        if name not in CONSUMERS and name != "relay":
+        if name not in CONSUMERS and name not in ("relay", "query"):
             assert "INTENTLEDGER_KAFKA_SASL_USERNAME" not in env, f"{name} needs no Kafka user"
             continue
         username = env["INTENTLEDGER_KAFKA_SASL_USERNAME"]["value"]

@@ -54,6 +54,13 @@ BEGIN
             EXECUTE format('GRANT SELECT, UPDATE, DELETE ON %I.outbox TO relay', schema_name);
             EXECUTE format('GRANT SELECT ON %I.schema_migrations TO relay', schema_name);
         END IF;
+        -- The projection samples every outbox's backlog for the console's health charts
+        -- (services/projection/health_sampler.py): it counts pending rows, nothing more.
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'projection')
+           AND to_regclass(format('%I.outbox', schema_name)) IS NOT NULL THEN
+            EXECUTE format('GRANT USAGE ON SCHEMA %I TO projection', schema_name);
+            EXECUTE format('GRANT SELECT ON %I.outbox TO projection', schema_name);
+        END IF;
     END LOOP;
 
     -- The query API re-checks the projection's migrations at start (its row-level security is
@@ -67,6 +74,14 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
        AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'intentledger_query_tenant') THEN
         GRANT intentledger_query_tenant, intentledger_query_operator TO query;
+    END IF;
+    -- The console's resolve form (services/console/web.py) finds the call's run and then
+    -- waits for the dispatcher's verdict on the repair, as `intentledger resolve` does.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
+       AND to_regclass('dispatcher.resolutions') IS NOT NULL THEN
+        GRANT USAGE ON SCHEMA dispatcher TO query;
+        GRANT SELECT (logical_call_id, run_id, state) ON dispatcher.calls TO query;
+        GRANT SELECT (event_id, status, reason) ON dispatcher.resolutions TO query;
     END IF;
 END
 $grants$;

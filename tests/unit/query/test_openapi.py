@@ -52,7 +52,8 @@ def references(node):
             yield from references(value)
 
 
-def test_operation_ids_are_unique_and_only_dead_letters_answer_403():
+def test_operation_ids_are_unique_and_only_operator_endpoints_answer_403():
     operations = [item["get"] for item in document()["paths"].values()]
     assert len({op["operationId"] for op in operations}) == len(operations)
-    assert [op["operationId"] for op in operations if "403" in op["responses"]] == ["listDeadLetters"]
+    assert [op["operationId"] for op in operations if "403" in op["responses"]] == [
+        "getPipelineHealth", "listDeadLetters"]

@@ -35,7 +35,9 @@ from shared.config import Endpoints
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
-ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
+ASSETS = {name: "text/javascript" for name in ("console.js", "api.js", "dom.js", "runs.js",
+                                                "timeline.js", "unknown.js", "health.js")}
+ASSETS["console.css"] = "text/css"
 PREFIX = "/console"
 CSRF_HEADER = "X-CSRF-Token"
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -138,13 +140,13 @@ async def sign_in(request: web.Request) -> web.Response:
     if console.settings.identity_header:
         raise QueryError(409, "signed_in_by_proxy", "this console believes its OIDC proxy only")
     login = _parsed(Login, await _json(request))
-    user = console.sessions.user_for_token(login.token)
-    if user is None:
+    session = console.sessions.sign_in(login.token)
+    if session is None:
         raise QueryError(401, "unauthenticated", "unknown token")
-    viewer, cookie = console.sessions.open(user)
+    viewer, cookie = session
     response = web.json_response({"operator_id": viewer.operator_id, "tenant": viewer.tenant})
     response.set_cookie(COOKIE, cookie, max_age=int(console.settings.session_hours * 3600),
-                        path="/", httponly=True, samesite="Strict", secure=_https(request))
+                        path="/", httponly=True, samesite="Strict", secure=True)
     log.info("console: %s signed in", viewer.operator_id)
     return response
 
@@ -205,10 +207,6 @@ def _same_origin(request: web.Request) -> bool:
     origin = request.headers.get("Origin")
     host = request.headers.get("X-Forwarded-Host", request.host)  # behind a reverse proxy
     return origin is None or origin == f"{_scheme(request)}://{host}"
-
-
-def _https(request: web.Request) -> bool:
-    return _scheme(request) == "https"
 
 
 def _scheme(request: web.Request) -> str:

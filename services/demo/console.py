@@ -67,7 +67,10 @@ def stop(settings: Settings) -> bool:
     path = _state_file(settings)
     if not path.exists():
         return False
-    pid = json.loads(path.read_text()).get("pid")
+    try:
+        pid = json.loads(path.read_text()).get("pid")
+    except (ValueError, AttributeError):  # not what start() wrote: nothing of ours to stop
+        pid = None
     running = processes.is_alive(pid, MARKER)
     if running:
         processes.stop(pid, MARKER)

@@ -87,36 +87,49 @@ class HealthSampler:
         self._groups = tuple(groups)
 
     async def run(self, halt: asyncio.Event) -> None:
-        admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
-        consumer = AIOKafkaConsumer(**client_options(self._bootstrap), enable_auto_commit=False)
-        started = False
+        clients: tuple[AIOKafkaAdminClient, AIOKafkaConsumer] | None = None
         try:
             while not halt.is_set():
                 try:
-                    if not started:
-                        await admin.start()
-                        await consumer.start()
-                        started = True
-                    await self.sample_once(admin, consumer)
-                except (OSError, KafkaError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-                    log.warning("health sample skipped: %s", error)
+                    clients = clients or await self._kafka_clients()
+                    await self.sample_once(*clients)
+                except Exception:  # noqa: BLE001 - a sample must never stop the projection
+                    log.exception("health sample skipped")
                 try:
                     await asyncio.wait_for(halt.wait(), self._every_s)
                 except TimeoutError:
                     pass
         finally:
-            if started:
-                await consumer.stop()
-                await admin.close()
+            if clients is not None:
+                await clients[1].stop()
+                await clients[0].close()
 
-    async def sample_once(self, admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer) -> None:
-        bucket = bucket_of(datetime.now(UTC), self._every_s)
-        lags = await sample_consumer_lag(admin, consumer, self._groups)
+    async def sample_once(self, admin: AIOKafkaAdminClient, consumer: AIOKafkaConsumer,
+                          now: datetime | None = None) -> None:
+        """Both positions at one instant; without Kafka, the backlog is still written."""
+        bucket = bucket_of(now or datetime.now(UTC), self._every_s)
+        try:
+            lags: dict[str, float] | None = await sample_consumer_lag(admin, consumer, self._groups)
+        except KafkaError as error:
+            log.warning("consumer lag not sampled: %s", error)
+            lags = None
         async with self._pool.acquire() as conn, conn.transaction():
             await record(conn, "relay_backlog", await sample_relay_backlog(conn), bucket)
-            await record(conn, "consumer_lag", lags, bucket)
+            if lags is not None:
+                await record(conn, "consumer_lag", lags, bucket)
             await conn.execute("DELETE FROM projection.health_samples "
                                f"WHERE bucket < now() - interval '{RETENTION}'")
+
+    async def _kafka_clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
+        admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
+        consumer = AIOKafkaConsumer(**client_options(self._bootstrap), enable_auto_commit=False)
+        await admin.start()
+        try:
+            await consumer.start()
+        except BaseException:
+            await admin.close()
+            raise
+        return admin, consumer
 
 
 @asynccontextmanager

@@ -57,7 +57,8 @@ async def _retry_amplification(conn: asyncpg.Connection) -> list[Series]:
     rows = await conn.fetch(
         f"SELECT 'retry_amplification' AS name, 'all' AS subject, {_BUCKET} AS bucket, "
         "count(*)::float8 / count(DISTINCT logical_call_id) AS value FROM projection.events "
-        f"WHERE event_type = $1 AND {_RECENT} GROUP BY 3 ORDER BY 3", TOOL_ATTEMPT_STARTED)
+        f"WHERE event_type = $1 AND logical_call_id IS NOT NULL AND {_RECENT} GROUP BY 3 ORDER BY 3",
+        TOOL_ATTEMPT_STARTED)
     return _series(rows, "name", "subject", "bucket", lambda _row: "attempts per call")
 
 

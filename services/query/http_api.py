@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -33,18 +34,42 @@ SHUTDOWN_S = 10.0
 """How long requests in flight may take to finish on stop (within Kubernetes' 30 s grace)."""
 
 
+@dataclass(frozen=True)
+class Ports:
+    """Where the process listens (the real ports when 0 asked for any free one)."""
+
+    api: int
+    console: int | None
+    """The console's port: the API's when it is served beside it; None without a console."""
+
+
 @asynccontextmanager
 async def serving(pool: asyncpg.Pool, settings: QuerySettings,
-                  console: Console | None = None) -> AsyncIterator[int]:
-    """Listen while inside (yields the bound port); on leaving, finish requests in flight."""
-    runner = web.AppRunner(create_app(pool, settings, console), access_log=None,
-                           shutdown_timeout=SHUTDOWN_S)
+                  console: Console | None = None) -> AsyncIterator[Ports]:
+    """Listen while inside; on leaving, finish requests in flight. The console is served beside
+    the API, or on its own port when it has one (then the API's port has no console at all)."""
+    apart = console is not None and console.settings.port is not None
+    async with AsyncExitStack() as stack:
+        api = await stack.enter_async_context(
+            _listening(create_app(pool, settings, None if apart else console), settings.host,
+                       settings.port, "query API"))
+        beside = api if console is not None else None
+        if apart:
+            beside = await stack.enter_async_context(
+                _listening(create_app(pool, settings, console), settings.host,
+                           console.settings.port, "console"))
+        yield Ports(api, beside)
+
+
+@asynccontextmanager
+async def _listening(app: web.Application, host: str, port: int, what: str) -> AsyncIterator[int]:
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     try:
-        await web.TCPSite(runner, settings.host, settings.port).start()
-        port = runner.addresses[0][1]  # the real port when 0 asked for any free one
-        log.info("query API on http://%s:%d", settings.host, port)
-        yield port
+        await web.TCPSite(runner, host, port).start()
+        bound = runner.addresses[0][1]
+        log.info("%s on http://%s:%d", what, host, bound)
+        yield bound
     finally:
         await runner.cleanup()
 
@@ -96,8 +121,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A data request needs a bearer key, or the console's session (``/console`` routes
     check that themselves); either way it gets one tenant's access, or an operator's."""
-    if (request.path not in PUBLIC and not request.path.startswith(CONSOLE_PREFIX)
-            and request.match_info.http_exception is None):
+    console_route = request.path == CONSOLE_PREFIX or request.path.startswith(f"{CONSOLE_PREFIX}/")
+    if request.path not in PUBLIC and not console_route and request.match_info.http_exception is None:
         request[ACCESS] = _access(request)
     return await handler(request)
 

@@ -10,7 +10,7 @@ import asyncio
 from services.console.sessions import Sessions
 from services.console.settings import ConsoleSettings
 from services.console.web import Console
-from services.query.http_api import serving
+from services.query.http_api import Ports, serving
 from services.query.settings import QuerySettings
 from services.registry import expect_migrated, migrate_service
 from shared.config import Settings
@@ -23,10 +23,10 @@ from shared.signals import stop_on_signals
 
 async def run_query(settings: Settings, query_settings: QuerySettings | None = None,
                     stopping: asyncio.Event | None = None,
-                    started: asyncio.Future[int] | None = None,
+                    started: asyncio.Future[Ports] | None = None,
                     console_settings: ConsoleSettings | None = None,
                     resolutions_topic: str | None = None) -> None:
-    """Serve until ``stopping`` is set; ``started`` receives the bound port (tests ask for 0)."""
+    """Serve until ``stopping`` is set; ``started`` receives the bound ports (tests ask for 0)."""
     query_settings = query_settings or QuerySettings()
     console_settings = console_settings or ConsoleSettings()
     stopping = stopping or stop_on_signals()
@@ -47,9 +47,9 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
             health.ready_when("migrations", lambda: expect_migrated(pool, "projection", "query"))
             console = Console(console_settings, Sessions(console_settings), settings.endpoints,
                               pool, resolutions_topic)
-            async with serving(pool, query_settings, console) as port:
+            async with serving(pool, query_settings, console) as ports:
                 if started is not None:
-                    started.set_result(port)
+                    started.set_result(ports)
                 await stopping.wait()
         finally:
             await pool.close()

@@ -150,10 +150,27 @@ async def test_a_thousand_runs_on_one_page_render_and_keep_refreshing(pool, endp
             await page.select_option("#run-filters select[name=limit]", "1000")
             await page.click("#run-filters button[type=submit]")
             await expect(page.locator("#run-list tbody tr")).to_have_count(1000)
-            first = await page.locator("#refreshed").text_content()
-            await expect(page.locator("#refreshed")).not_to_have_text(first, timeout=15_000)
+            # Tag a row, type a filter without submitting it, and let the page refresh twice.
+            await page.locator("#run-list tbody tr").first.evaluate("row => { row.dataset.seen = 'yes'; }")
+            await page.fill("#run-filters input[name=principal]", "half-typ")
+            for _ in range(2):
+                first = await page.locator("#refreshed").text_content()
+                await expect(page.locator("#refreshed")).not_to_have_text(first, timeout=15_000)
             await expect(page.locator("#run-list tbody tr")).to_have_count(1000)
+            assert await page.locator("#run-list tbody tr[data-seen=yes]").count() == 1  # not redrawn
+            assert await page.input_value("#run-filters input[name=principal]") == "half-typ"
             await expect(page.locator("#page-note")).to_have_text("page 1: 1000 runs, by run id")
+            await page.fill("#run-filters input[name=principal]", "")
+            await page.select_option("#run-filters select[name=limit]", "100")
+            await page.click("#run-filters button[type=submit]")
+            await expect(page.locator("#page-note")).to_have_text("page 1: 100 runs, by run id")
+            await page.click("#next-page")
+            await expect(page.locator("#page-note")).to_have_text("page 2: 100 runs, by run id")
+            await expect(page.locator("#run-list tbody tr").first).to_have_attribute(
+                "data-run", f"{tenant}-run-0100")
+            await page.click("#first-page")
+            await expect(page.locator("#run-list tbody tr").first).to_have_attribute(
+                "data-run", f"{tenant}-run-0000")
             await page.fill("#run-filters input[name=principal]", "nobody")  # still responsive
             await page.click("#run-filters button[type=submit]")
             await expect(page.locator("#run-list tbody tr")).to_have_count(0)

@@ -36,10 +36,16 @@ async def api(pool, endpoints):
         yield client
 
 
+def cookie_jar(url: str) -> aiohttp.CookieJar:
+    """Cookies as a browser keeps them for a loopback address: an IP host is allowed, and the
+    console's cookie is `Secure`, which browsers honour on http://127.0.0.1 (a secure context)."""
+    return aiohttp.CookieJar(unsafe=True, treat_as_secure_origin=url)
+
+
 @asynccontextmanager
 async def browser_session(api, token: str | None):
-    """A client that keeps cookies like a browser (for an IP host too), signed in with ``token``."""
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+    """A client that keeps cookies like a browser, signed in with ``token``."""
+    async with aiohttp.ClientSession(cookie_jar=cookie_jar(api.url)) as session:
         if token is not None:
             async with session.post(f"{api.url}/console/session", json={"token": token}) as answer:
                 assert answer.status == 200, await answer.text()
@@ -51,8 +57,8 @@ async def get(session, api, path: str, **params) -> tuple[int, dict]:
         return answer.status, await answer.json()
 
 
-async def test_a_token_signs_in_with_a_strict_http_only_cookie(api):
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+async def test_a_token_signs_in_with_a_strict_http_only_secure_cookie(api):
+    async with aiohttp.ClientSession(cookie_jar=cookie_jar(api.url)) as session:
         async with session.post(f"{api.url}/console/session", json={"token": "not-a-token"}) as answer:
             assert (answer.status, (await answer.json())["error"]["code"]) == (401, "unauthenticated")
         async with session.get(f"{api.url}/console/api/me") as answer:
@@ -61,9 +67,14 @@ async def test_a_token_signs_in_with_a_strict_http_only_cookie(api):
             assert answer.status == 200
             cookie = answer.headers["Set-Cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert "Secure" in cookie
         status, me = await get(session, api, "/console/api/me")
         assert status == 200 and (me["operator_id"], me["tenant"]) == ("operator:dana", "*")
         assert len(me["csrf_token"]) == 64
+        # Signing out deletes the browser's cookie (sessions are not stored: a token taken out
+        # of the configuration ends its sessions, tests/unit/console/test_sessions.py).
+        async with session.post(f"{api.url}/console/session/end", json={}) as answer:
+            assert answer.status == 403  # without the CSRF token, not even this
         async with session.post(f"{api.url}/console/session/end", json={},
                                 headers={"X-CSRF-Token": me["csrf_token"]}) as answer:
             assert answer.status == 200
@@ -187,27 +198,33 @@ async def test_every_console_answer_carries_the_security_headers(api):
     assert "script-src 'self'" in CONTENT_SECURITY_POLICY and "unsafe" not in CONTENT_SECURITY_POLICY
 
 
-async def test_behind_an_oidc_proxy_the_header_names_the_person_and_tokens_are_not_taken(
+async def test_behind_an_oidc_proxy_the_header_is_believed_on_the_consoles_port_only(
         pool, endpoints):
-    proxied = ConsoleSettings(identity_header="X-Forwarded-Email",
+    proxied = ConsoleSettings(identity_header="X-Forwarded-Email", port=0,
                               identities={"anna@acme.example": TENANT_A},
                               tokens={OPERATOR_TOKEN: ConsoleUser(id="operator:dana", tenant="*")})
     principal = unique("agent")
     mine = await seed_run(pool, TENANT_A, principal=principal)
     await seed_run(pool, TENANT_B, principal=principal)
+    anna = {"X-Forwarded-Email": "anna@acme.example"}
     async with query_api(endpoints, {}, console=proxied) as own, aiohttp.ClientSession(
-            cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
-        anna = {"X-Forwarded-Email": "anna@acme.example"}
-        async with session.get(f"{own.url}/console/api/me", headers=anna) as answer:
+            cookie_jar=cookie_jar(own.console_url)) as session:
+        assert own.console_url != own.url
+        async with session.get(f"{own.console_url}/console/api/me", headers=anna) as answer:
             me = await answer.json()
         assert (me["operator_id"], me["tenant"], me["proxy"]) == ("anna@acme.example", TENANT_A, True)
-        async with session.get(f"{own.url}/v1/runs", headers=anna, params={"principal": principal}) as answer:
+        async with session.get(f"{own.console_url}/v1/runs", headers=anna,
+                               params={"principal": principal}) as answer:
             assert [run["run_id"] for run in (await answer.json())["items"]] == [mine.run_id]
         for stranger in ({"X-Forwarded-Email": "mallory@evil.example"}, {}):
-            async with session.get(f"{own.url}/console/api/me", headers=stranger) as answer:
+            async with session.get(f"{own.console_url}/console/api/me", headers=stranger) as answer:
                 assert answer.status == 401
-        # With a proxy in front, a pasted token is not who is at the console.
-        async with session.post(f"{own.url}/console/session", json={"token": OPERATOR_TOKEN}) as answer:
-            assert (answer.status, (await answer.json())["error"]["code"]) == (409, "signed_in_by_proxy")
-        async with session.get(f"{own.url}/v1/runs", params={"principal": principal}) as answer:
+        # The API's port is reached by API clients directly: there the header is nobody.
+        async with session.get(f"{own.url}/v1/runs", headers=anna) as answer:
             assert answer.status == 401
+        async with session.get(f"{own.url}/console/api/me", headers=anna) as answer:
+            assert answer.status == 404
+        # With a proxy in front, a pasted token is not who is at the console.
+        async with session.post(f"{own.console_url}/console/session",
+                                json={"token": OPERATOR_TOKEN}) as answer:
+            assert (answer.status, (await answer.json())["error"]["code"]) == (409, "signed_in_by_proxy")

@@ -36,13 +36,15 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
                            result.stdout).groups()
     recorded = json.loads((tmp_path / "home" / "console.json").read_text())
     try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
-            async with browser.post(f"{url.removesuffix('/console/')}/console/session",
+        base = url.removesuffix("/console/")
+        jar = aiohttp.CookieJar(unsafe=True, treat_as_secure_origin=base)  # as a browser on loopback
+        async with aiohttp.ClientSession(cookie_jar=jar) as browser:
+            async with browser.post(f"{base}/console/session",
                                     json={"token": token}) as signed_in:
                 assert signed_in.status == 200
-            async with browser.get(f"{url.removesuffix('/console/')}/v1/unknown") as queue:
+            async with browser.get(f"{base}/v1/unknown") as queue:
                 assert queue.status == 200  # the session reads the query API
-            async with browser.get(f"{url.removesuffix('/console/')}/v1/runs",
+            async with browser.get(f"{base}/v1/runs",
                                    params={"limit": "1000"}) as runs:
                 assert runs.status == 200 and (await runs.json())["items"]
     finally:

@@ -65,21 +65,22 @@ async def test_backlog_is_pending_rows_and_one_row_per_interval_across_replicas(
             sampled = await sample_relay_backlog(conn)
         assert sampled[schema] == 2.0 and sampled["all"] >= 2.0
         assert all(value > 0 for subject, value in sampled.items() if subject != "all")
-        every_s = 3600.0  # both replicas sample within one interval
+        every_s, now = 15.0, datetime.now(UTC)  # both replicas sample the same instant
         admin = AIOKafkaAdminClient(bootstrap_servers=endpoints.kafka_bootstrap)
         consumer = AIOKafkaConsumer(bootstrap_servers=endpoints.kafka_bootstrap, enable_auto_commit=False)
         await admin.start()
         await consumer.start()
         try:
             for _replica in range(2):
-                await HealthSampler(pool, endpoints.kafka_bootstrap, every_s).sample_once(admin, consumer)
+                await HealthSampler(pool, endpoints.kafka_bootstrap, every_s).sample_once(
+                    admin, consumer, now)
         finally:
             await consumer.stop()
             await admin.close()
         rows = await pool.fetch("SELECT bucket, value FROM projection.health_samples "
                                 "WHERE metric = 'relay_backlog' AND subject = $1", schema)
         assert [(row["bucket"], row["value"]) for row in rows] == [
-            (bucket_of(datetime.now(UTC), every_s), 2.0)]
+            (bucket_of(now, every_s), 2.0)]
     finally:
         await pool.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await pool.execute("DELETE FROM projection.health_samples WHERE subject = $1", schema)

@@ -19,9 +19,11 @@ from shared.config import Endpoints, Settings
 
 
 class QueryClient:
-    def __init__(self, url: str, document: dict[str, Any]) -> None:
+    def __init__(self, url: str, document: dict[str, Any], console_url: str | None = None) -> None:
         self.url = url
         self.document = document
+        self.console_url = console_url or url
+        """Where the console is served: beside the API, or on its own port."""
 
     async def get(self, path: str, key: str | None, **params: Any) -> tuple[int, Any]:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -73,10 +75,11 @@ async def query_api(endpoints: Endpoints, api_keys: dict[str, str], *,
     await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED, timeout=60)
     if task.done():
         task.result()  # an API that died at start says why
-    url = f"http://127.0.0.1:{started.result()}"
+    ports = started.result()
+    url = f"http://127.0.0.1:{ports.api}"
     try:
         async with aiohttp.ClientSession() as session, session.get(f"{url}/openapi.json") as response:
-            yield QueryClient(url, await response.json())
+            yield QueryClient(url, await response.json(), f"http://127.0.0.1:{ports.console}")
     finally:
         stopping.set()
         await task

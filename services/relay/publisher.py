@@ -121,6 +121,14 @@ async def publish(producer: AIOKafkaProducer, records: list[KafkaRecord]) -> Bat
     return outcome
 
 
+async def _send(producer: AIOKafkaProducer, batch, topic: str, partition: int) -> asyncio.Future:
+    """A batch the relay built is complete: closed, it goes out at once instead of lingering
+    ``linger_ms`` for records that only ``send()`` would add (aiokafka sends a closed batch as
+    soon as the partition's leader can take it)."""
+    batch.close()
+    return await producer.send_batch(batch, topic, partition=partition)
+
+
 async def _send_partition(producer: AIOKafkaProducer, topic: str, partition: int,
                           records: list[KafkaRecord], outcome: BatchOutcome) -> list:
     deliveries: list[tuple[list[int], asyncio.Future]] = []
@@ -130,8 +138,7 @@ async def _send_partition(producer: AIOKafkaProducer, topic: str, partition: int
                         headers=record.headers) is None:
             if positions:
                 try:
-                    deliveries.append((positions, await producer.send_batch(
-                        batch, topic, partition=partition)))
+                    deliveries.append((positions, await _send(producer, batch, topic, partition)))
                 except Exception as error:  # noqa: BLE001 - classified, nothing swallowed
                     _record_failure(outcome, [r.position for r in records[index - len(positions):]], error)
                     return deliveries
@@ -143,7 +150,7 @@ async def _send_partition(producer: AIOKafkaProducer, topic: str, partition: int
         positions.append(record.position)
     if positions:
         try:
-            deliveries.append((positions, await producer.send_batch(batch, topic, partition=partition)))
+            deliveries.append((positions, await _send(producer, batch, topic, partition)))
         except Exception as error:  # noqa: BLE001 - classified, nothing swallowed
             _record_failure(outcome, positions, error)
     return deliveries

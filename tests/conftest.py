@@ -17,6 +17,7 @@ import pytest
 
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
+from tests.support import query_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests start many service processes on this host: a health port exported in the shell would make
@@ -53,6 +54,15 @@ async def pool(endpoints: Endpoints):
                            max_size=10)
     yield pool
     await pool.close()
+
+
+@pytest.fixture(autouse=True)
+async def no_seeded_rows_left(request):
+    """Read-model rows seeded by hand (tests/support/query_rows.py) are removed after each test:
+    the shared event history must stay replayable."""
+    yield
+    if query_rows.seeded():
+        await query_rows.forget_seeded(request.getfixturevalue("pool"))
 
 
 @pytest.hookimpl(hookwrapper=True)

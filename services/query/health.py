@@ -36,47 +36,49 @@ async def counts(conn: asyncpg.Connection, filters: CountFilters) -> Counts:
                   calls={row["state"]: row["n"] for row in calls})
 
 
+UNITS = {"relay_backlog": "rows", "consumer_lag": "records",
+         "retry_amplification": "attempts per call", "duplicates_prevented": "events",
+         "compensations": "calls"}
+
+
 async def health(conn: asyncpg.Connection, _filters: None = None) -> HealthReport:
-    series = [*await _sampled(conn), *await _retry_amplification(conn),
-              *await _per_event_type(conn, "duplicates_prevented", "events",
-                                     (DUPLICATE_PROPOSAL, TOOL_EFFECT_RECONCILED), "event_type"),
-              *await _per_event_type(conn, "compensations", "calls", (COMPENSATION_SETTLED,),
-                                     "envelope -> 'payload' ->> 'state'")]
-    return HealthReport(window_s=WINDOW_S, bucket_s=BUCKET_S, series=series)
+    rows = [*await _sampled(conn), *await _retry_amplification(conn),
+            *await _per_event_type(conn, "duplicates_prevented",
+                                   (DUPLICATE_PROPOSAL, TOOL_EFFECT_RECONCILED), "event_type"),
+            *await _per_event_type(conn, "compensations", (COMPENSATION_SETTLED,),
+                                   "envelope -> 'payload' ->> 'state'")]
+    return HealthReport(window_s=WINDOW_S, bucket_s=BUCKET_S, series=_series(rows))
 
 
-async def _sampled(conn: asyncpg.Connection) -> list[Series]:
-    rows = await conn.fetch(
-        "SELECT metric, subject, bucket, value FROM projection.health_samples "
+# Each query answers rows of (name, subject, bucket, value), oldest bucket first per series.
+
+async def _sampled(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        "SELECT metric AS name, subject, bucket, value FROM projection.health_samples "
         f"WHERE bucket >= now() - interval '{WINDOW_S} seconds' ORDER BY metric, subject, bucket")
-    units = {"relay_backlog": "rows", "consumer_lag": "records"}
-    return _series(rows, "metric", "subject", "bucket", lambda row: units.get(row["metric"], ""))
 
 
-async def _retry_amplification(conn: asyncpg.Connection) -> list[Series]:
-    rows = await conn.fetch(
+async def _retry_amplification(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    return await conn.fetch(
         f"SELECT 'retry_amplification' AS name, 'all' AS subject, {_BUCKET} AS bucket, "
         "count(*)::float8 / count(DISTINCT logical_call_id) AS value FROM projection.events "
         f"WHERE event_type = $1 AND logical_call_id IS NOT NULL AND {_RECENT} GROUP BY 3 ORDER BY 3",
         TOOL_ATTEMPT_STARTED)
-    return _series(rows, "name", "subject", "bucket", lambda _row: "attempts per call")
 
 
-async def _per_event_type(conn: asyncpg.Connection, name: str, unit: str,
-                          event_types: tuple[str, ...], subject: str) -> list[Series]:
-    rows = await conn.fetch(
+async def _per_event_type(conn: asyncpg.Connection, name: str, event_types: tuple[str, ...],
+                          subject: str) -> list[asyncpg.Record]:
+    return await conn.fetch(
         f"SELECT $1::text AS name, {subject} AS subject, {_BUCKET} AS bucket, "
         "count(*)::float8 AS value FROM projection.events "
         f"WHERE event_type = ANY($2::text[]) AND {_RECENT} GROUP BY 2, 3 ORDER BY 2, 3",
         name, list(event_types))
-    return _series(rows, "name", "subject", "bucket", lambda _row: unit)
 
 
-def _series(rows, name_column: str, subject_column: str, at_column: str, unit) -> list[Series]:
-    grouped: dict[tuple[str, str], Series] = {}
+def _series(rows: list[asyncpg.Record]) -> list[Series]:
     points: dict[tuple[str, str], list[Point]] = defaultdict(list)
     for row in rows:
-        key = (row[name_column], row[subject_column] or "unknown")
-        grouped.setdefault(key, Series(name=key[0], subject=key[1], unit=unit(row), points=[]))
-        points[key].append(Point(at=row[at_column], value=row["value"]))
-    return [series.model_copy(update={"points": points[key]}) for key, series in grouped.items()]
+        points[(row["name"], row["subject"] or "unknown")].append(
+            Point(at=row["bucket"], value=row["value"]))
+    return [Series(name=name, subject=subject, unit=UNITS[name], points=found)
+            for (name, subject), found in points.items()]

@@ -10,21 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.support import query_rows
 
 CHROMIUM = Path(os.environ.get("INTENTLEDGER_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(os.environ.get("INTENTLEDGER_ARTIFACTS", ROOT / "test-artifacts")) / "console"
 # Chromium on a machine without network: background services would dial out and be refused.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(autouse=True)
-async def no_seeded_rows_left(request):
-    """Read-model rows seeded by hand are removed (the shared history must stay replayable)."""
-    yield
-    if query_rows.seeded():
-        await query_rows.forget_seeded(request.getfixturevalue("pool"))
 
 
 @pytest.fixture(scope="session")

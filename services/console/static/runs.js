@@ -1,7 +1,7 @@
 // Runs: a filterable list, a page of up to 1,000, with live counts per state.
 
 import { api, query } from "./api.js";
-import { age, changed, el, frame, region, stateCell, table } from "./dom.js";
+import { ageCell, changed, el, frame, refreshAges, region, stateCell, table } from "./dom.js";
 
 const RUN_STATES = ["running", "needs_attention", "completed", "aborted"];
 const AGES = [["", "any age"], ["300", "updated in 5 min"], ["3600", "in 1 h"], ["86400", "in 24 h"]];
@@ -30,6 +30,7 @@ export async function runs(view, _argument, fresh, current, refresh) {
     region("run-list").replaceChildren(
       table(["run", "tenant", "principal", "status", "calls", "stop reason", "updated"], page.items.map(runRow)));
   }
+  refreshAges(region("run-list"));
   region("next-page").disabled = !page.next;
   region("next-page").dataset.next = page.next || "";
   region("first-page").disabled = cursors.length === 1;
@@ -78,5 +79,5 @@ function runRow(run) {
   return el("tr", { "data-run": run.run_id },
     el("td", { class: "mono" }, el("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.run_id)),
     el("td", {}, run.tenant_id), el("td", {}, run.principal_id), el("td", {}, stateCell(run.status)),
-    el("td", {}, run.calls), el("td", {}, run.stop_reason || ""), el("td", {}, age(run.updated_at)));
+    el("td", {}, run.calls), el("td", {}, run.stop_reason || ""), ageCell(run.updated_at));
 }

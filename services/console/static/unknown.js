@@ -2,7 +2,7 @@
 // are comes from their session on the server, never from the form.
 
 import { allPages, api, post, session } from "./api.js";
-import { age, changed, el, frame, region, seconds, short, stateCell, table } from "./dom.js";
+import { age, ageCell, changed, el, frame, refreshAges, region, short, stateCell, table } from "./dom.js";
 import { eventTable, runEvents } from "./timeline.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -18,12 +18,12 @@ export async function unknownQueue(view, callId, fresh, current) {
     allPages("/v1/unknown", { limit: 1000 }, 5), allPages("/v1/manual-review", { limit: 1000 }, 5)]);
   if (!current()) return;
   const calls = [...unknown, ...review];
-  const minutes = calls.map((call) => Math.floor((call.age_seconds || 0) / 60));  // redraw per minute
-  if (changed("unknown-list", [calls.map((call) => ({ ...call, age_seconds: null })), minutes])) {
+  if (changed("unknown-list", calls.map((call) => ({ ...call, age_seconds: null })))) {  // ages: below
     region("unknown-list").replaceChildren(calls.length
       ? table(["run", "call", "tenant", "tool", "state", "unknown for", "attempts", "reason", ""], calls.map(queueRow))
       : el("p", {}, "Nothing is unknown. Every call has an outcome."));
   }
+  refreshAges(region("unknown-list"));
   const panel = region("resolve-panel");
   if (!callId) {
     panel.replaceChildren();
@@ -42,7 +42,7 @@ function queueRow(call) {
     el("td", { class: "mono" }, el("a", { href: `#/runs/${encodeURIComponent(call.run_id)}` }, call.run_id)),
     el("td", { class: "mono" }, short(call.logical_call_id)), el("td", {}, call.tenant_id),
     el("td", {}, call.tool_name || ""), el("td", {}, stateCell(call.state)),
-    el("td", {}, call.age_seconds !== undefined ? seconds(call.age_seconds) : age(call.unknown_since)),
+    call.unknown_since ? ageCell(call.unknown_since) : el("td", {}, "-"),
     el("td", {}, call.attempts), el("td", {}, call.reason || ""),
     el("td", {}, el("a", { href: `#/unknown/${call.logical_call_id}`, class: "resolve-link" }, "resolve…")));
 }

@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from bench.e2e.config import Config
-from bench.e2e.names import RunNames
+from bench.e2e.names import PRINCIPAL, TENANT, RunNames
 from bench.e2e.proposals import Proposals
 from bench.e2e.steps import Step
 from shared.messaging.kafka_security import client_options
@@ -90,7 +90,7 @@ class Load:
         arguments = {"wallet_id": wallet_ids[i % len(wallet_ids)], "amount": AMOUNT,
                      "currency": "EUR"}
         fmt = self.config.formats[i % len(self.config.formats)]
-        message: dict[str, Any] = {"run_id": run_id, "principal_id": "agent-7", "tenant_id": "acme"}
+        message: dict[str, Any] = {"run_id": run_id, "principal_id": PRINCIPAL, "tenant_id": TENANT}
         if fmt == "generic":
             message |= {"format": "generic", "tool": "wallet.debit", "call_id": call_id,
                         "arguments": arguments, "operation_key": key}

@@ -7,12 +7,18 @@ from __future__ import annotations
 import secrets
 import time
 
+TENANT = "bench"
+"""The benchmark's own tenant (and its principal's, in ``bench/policy.yaml``): a run on a shared
+database must not spend a real tenant's rate and velocity budgets. The demo's ``acme`` has an
+hourly velocity limit that one benchmark run used to exhaust, for an hour."""
+PRINCIPAL = "agent-7"
+
 
 class RunNames:
     def __init__(self, wallets: int) -> None:
         self.nonce = f"{time.strftime('%m%d%H%M')}{secrets.token_hex(2)}"
         self.prefix = f"bench-{self.nonce}"
-        self.wallet_ids = [f"tenant/acme/{self.prefix}-w{j}" for j in range(wallets)]
+        self.wallet_ids = [f"tenant/{TENANT}/{self.prefix}-w{j}" for j in range(wallets)]
 
     @property
     def runs_like(self) -> str:
@@ -23,7 +29,7 @@ class RunNames:
     def wallets_like(self) -> str:
         """A LIKE pattern for this run's wallet ids."""
         escaped = self.prefix.replace("_", r"\_")
-        return f"tenant/acme/{escaped}-%"
+        return f"tenant/{TENANT}/{escaped}-%"
 
     def call_id(self, i: int) -> str:
         return f"call_{self.nonce}_{i}"

@@ -20,6 +20,12 @@ import asyncpg
 from services.dispatcher.repository import SCHEMA
 
 
+RUN_LOCK = "intentledger.dispatcher.run"
+"""The first key of a run's transaction-level advisory lock (the run id's hash is the second):
+taken, never waited for, by a batch that holds the run's lease. A hash collision makes a batch
+skip a run it could have stepped, never step one it may not."""
+
+
 @dataclass(frozen=True)
 class Lease:
     run_id: str
@@ -33,12 +39,20 @@ class Lease:
 async def hold(conn: asyncpg.Connection, run_ids: list[str], worker_id: str, ttl_s: float,
                now: datetime) -> dict[str, Lease]:
     """Renew or take the leases of these runs, in run order (so two holders cannot deadlock);
-    a run whose lease another worker holds, unexpired, is left out of the answer."""
+    a run whose lease another worker holds, unexpired, is left out of the answer.
+
+    So is a run another batch is stepping (its transaction holds the run's advisory lock,
+    ``RUN_LOCK``): waiting for its lease row would hold this batch's own locks meanwhile, and
+    the loops of a busy dispatcher would queue behind each other. The run's due call stays due
+    and is stepped by the next batch that finds the run free."""
     rows = await conn.fetch(
+        "WITH free AS MATERIALIZED (SELECT run_id FROM unnest($1::text[]) AS wanted(run_id)"
+        "    WHERE pg_try_advisory_xact_lock(hashtext($5), hashtext(run_id))) "
         f"INSERT INTO {SCHEMA}.leases AS l (run_id, owner_id, fence, expires_at) "
         f"SELECT run_id, $2, 1, least($3::timestamptz + make_interval(secs => $4::float8),"
         f"                             greatest(work_until, $3::timestamptz))"
-        f"  FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id "
+        f"  FROM {SCHEMA}.runs WHERE run_id IN (SELECT run_id FROM free)"
+        "  ORDER BY run_id "
         "ON CONFLICT (run_id) DO UPDATE SET "
         "  owner_id = EXCLUDED.owner_id,"
         "  fence = CASE WHEN l.owner_id = EXCLUDED.owner_id THEN l.fence ELSE l.fence + 1 END,"
@@ -47,7 +61,7 @@ async def hold(conn: asyncpg.Connection, run_ids: list[str], worker_id: str, ttl
         "WHERE l.owner_id = EXCLUDED.owner_id OR l.expires_at <= $3 "
         "RETURNING l.run_id, l.fence, l.expires_at, (xmax = 0) AS created, "
         "  (SELECT owner_id FROM " + SCHEMA + ".leases p WHERE p.run_id = l.run_id) AS previous_owner",
-        run_ids, worker_id, now, ttl_s)
+        run_ids, worker_id, now, ttl_s, RUN_LOCK)
     held = {}
     for row in rows:
         previous = row["previous_owner"]

@@ -114,14 +114,17 @@ async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
     """Up to ``limit`` due calls, at most one per run, of runs this worker owns, or nobody
     owns, or whose lease has expired, oldest due first; other workers' due calls are skipped,
     not waited for. One call per run: a step may change its run and the run's other calls, so
-    each call of a batch is stepped against what it read for itself."""
+    each call of a batch is stepped against what it read for itself. Ties (calls woken in one
+    transaction share its ``now()``) are broken by call id, so two concurrent claims choose
+    the same call of a run, which only one of them can lock, rather than two calls of it whose
+    run lease only one of them can hold."""
     rows = await conn.fetch(
         f"SELECT c.* FROM {SCHEMA}.calls c WHERE c.logical_call_id IN ("
         f"  SELECT DISTINCT ON (d.run_id) d.logical_call_id FROM {SCHEMA}.calls d"
         f"  LEFT JOIN {SCHEMA}.leases l ON l.run_id = d.run_id"
         "   WHERE d.next_action_at <= $2"
         "     AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
-        "   ORDER BY d.run_id, d.next_action_at)"
+        "   ORDER BY d.run_id, d.next_action_at, d.logical_call_id)"
         " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED", worker_id, now, limit)
     return [Call.of(row) for row in rows]
 
@@ -192,10 +195,10 @@ async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
                even_if_settled: bool = False) -> None:
     """Make the call due now and wake the schedulers (NOTIFY is delivered at commit). A call
     waiting for nothing stays asleep unless a repair (``even_if_settled``) concerns it."""
-    await conn.execute(f"UPDATE {SCHEMA}.calls SET next_action_at = now()"
-                       " WHERE logical_call_id = $1 AND (next_action_at IS NOT NULL OR $2)",
+    await conn.execute(f"WITH woken AS (UPDATE {SCHEMA}.calls SET next_action_at = now()"
+                       "   WHERE logical_call_id = $1 AND (next_action_at IS NOT NULL OR $2))"
+                       f" SELECT pg_notify('{NOTIFY_CHANNEL}', '')",  # one round trip for both
                        logical_call_id, even_if_settled)
-    await conn.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')")
 
 
 class IllegalTransition(Exception):

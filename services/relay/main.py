@@ -26,7 +26,9 @@ from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
 
 OUTBOX_CHANNEL = "intentledger_outbox"
-"""NOTIFY'd by the outbox insert trigger (shared/db/migrations/messaging)."""
+"""NOTIFY'd by the outbox insert trigger (shared/db/migrations/messaging), with the outbox's
+schema as payload: a notification queues that outbox directly, and the scan of every outbox
+runs only on the poll interval and after the LISTEN connection (re)connects."""
 
 log = logging.getLogger(__name__)
 APPLICATION_NAME = "intentledger-relay"
@@ -59,7 +61,12 @@ async def _relay(endpoints: Endpoints, relay_settings: RelaySettings, stopping: 
             await producers.start()
     health.ready_when("kafka", lambda: producers.current.client.fetch_all_metadata())
     relay = Relay(pool, producers, relay_settings, metrics)
-    wakeup = Wakeup(endpoints.database_url, APPLICATION_NAME, OUTBOX_CHANNEL)
+
+    def notified(schema: str) -> None:
+        if not relay.notified(schema) and relay_settings.schemas is None:
+            wakeup.wake()  # an outbox this relay has not discovered yet: rescan
+
+    wakeup = Wakeup(endpoints.database_url, APPLICATION_NAME, OUTBOX_CHANNEL, notified)
     log.info("relay %s started with %d workers", relay_settings.worker_id, relay_settings.workers)
     tasks = [asyncio.create_task(wakeup.run(stopping)),
              asyncio.create_task(_scanner(relay, wakeup, relay_settings, stopping)),

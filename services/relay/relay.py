@@ -53,12 +53,24 @@ class Relay:
             if not self._schemas:
                 await self._discover_schemas(conn)
             found = await claims.outboxes_with_pending_rows(conn, self._schemas)
-        for item in found:
-            if self._active[item]:
-                self._seen_again.add(item)
-            else:
-                self._offer(item)
+        for schema in found:
+            self._pending(schema)
         return len(found)
+
+    def notified(self, schema: str) -> bool:
+        """An outbox's insert trigger said it has a new row: queue it without a scan. False
+        when the outbox is not one this relay drains as far as it knows (a new one appears
+        only with a migration: the caller rescans)."""
+        if schema not in self._schemas:
+            return False
+        self._pending(schema)
+        return True
+
+    def _pending(self, schema: str) -> None:
+        if self._active[schema]:
+            self._seen_again.add(schema)
+        else:
+            self._offer(schema)
 
     def _offer(self, schema: str) -> None:
         """Queue the outbox for one more worker, unless one is already waiting for it."""

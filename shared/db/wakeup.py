@@ -3,13 +3,16 @@ dispatcher's due calls) reacts to new work in milliseconds.
 
 A pooled connection would be ``UNLISTEN *``-reset on release, hence a connection of its own.
 NOTIFY is only a hint: it is lost while this connection is down, so after every reconnect the
-waiter is woken once to rescan, and it rescans on its own interval regardless.
+waiter is woken once to rescan, and it rescans on its own interval regardless. A listener that
+can act on the payload itself (the relay: the outbox that has a new row) is handed each one
+instead of waking the waiter, so a notification costs no scan.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import asyncpg
 
@@ -19,8 +22,11 @@ log = logging.getLogger(__name__)
 
 
 class Wakeup:
-    def __init__(self, database_url: str, application_name: str, channel: str) -> None:
+    def __init__(self, database_url: str, application_name: str, channel: str,
+                 on_payload: Callable[[str], None] | None = None) -> None:
+        """``on_payload``: called with each notification's payload, in place of a wake-up."""
         self._channel = channel
+        self._on_payload = on_payload
         self._database_url = database_url
         self._application_name = application_name
         self._event = asyncio.Event()
@@ -44,6 +50,10 @@ class Wakeup:
         if self._connection is not None and not self._connection.is_closed():
             await self._connection.close()
 
+    def wake(self) -> None:
+        """Wake the waiter now, as a notification would."""
+        self._event.set()
+
     async def wait(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
@@ -56,9 +66,16 @@ class Wakeup:
             self._connection.terminate()
         self._connection = await asyncpg.connect(
             self._database_url, server_settings={"application_name": self._application_name})
-        await self._connection.add_listener(self._channel, lambda *_: self._event.set())
+        await self._connection.add_listener(self._channel, self._notified)
         self._event.set()  # anything inserted while we were not listening is still pending
         log.info("listening on %s", self._channel)
+
+
+    def _notified(self, _connection, _pid: int, _channel: str, payload: str) -> None:
+        if self._on_payload is None:
+            self._event.set()
+        else:
+            self._on_payload(payload)
 
 
 async def _sleep_or_stop(stopping: asyncio.Event, seconds: float) -> None:

@@ -27,8 +27,15 @@ def kafka_alive(state: InfraState, home: Path) -> bool:
     return processes.is_alive(state.kafka.pid, str(kafka_local.config_file(home)))
 
 
+def ours(service: ServiceState, endpoint: str | None, running: bool) -> bool:
+    """An endpoint given explicitly (exported from an earlier ``up``) that names the service we
+    started and still run: it stays ours, so ``down`` still stops it instead of orphaning it."""
+    return service.mode == "local" and endpoint == service.endpoint and running
+
+
 def ensure_kafka(settings: Settings, home: Path, state: InfraState, taken: set[int]) -> None:
-    if settings.kafka_bootstrap:
+    if settings.kafka_bootstrap and not ours(state.kafka, settings.kafka_bootstrap,
+                                             kafka_alive(state, home)):
         state.kafka = ServiceState(mode="external", endpoint=settings.kafka_bootstrap, ports=state.kafka.ports)
         say(f"using existing Kafka at {settings.kafka_bootstrap}")
     elif state.kafka.mode != "external" and kafka_alive(state, home):
@@ -60,7 +67,8 @@ def start_local_kafka(settings: Settings, home: Path, state: InfraState, taken: 
 
 
 def ensure_postgres(settings: Settings, home: Path, state: InfraState, taken: set[int]) -> None:
-    if settings.database_url:
+    if settings.database_url and not ours(state.postgres, settings.database_url,
+                                          postgres_local.running(home) is not None):
         state.postgres = ServiceState(mode="external", endpoint=settings.database_url, ports=state.postgres.ports)
         say(f"using existing PostgreSQL at {settings.database_url}")
     elif state.postgres.mode == "docker" and containers.is_running(state.postgres.container_id):

@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.config import Endpoints, Settings
 from shared.infra import containers, kafka_local, postgres_local, processes
-from shared.infra.launch import ensure_kafka, ensure_postgres, kafka_alive, say
+from shared.infra.launch import ensure_kafka, ensure_postgres, kafka_alive, ours, say
 from shared.infra.prerequisites import postgres_bindir
 from shared.infra.readiness import kafka_answers, postgres_answers, wait_until
 from shared.infra.state import LOCK, InfraState, locked
@@ -83,18 +83,19 @@ View = tuple[str, int | None, bool | None, str | None]
 
 
 def _kafka_view(settings: Settings, home: Path, state: InfraState) -> View:
-    if settings.kafka_bootstrap:
-        return "external", None, None, settings.kafka_bootstrap
     alive = kafka_alive(state, home)
+    if settings.kafka_bootstrap and not ours(state.kafka, settings.kafka_bootstrap, alive):
+        return "external", None, None, settings.kafka_bootstrap
     return state.kafka.mode, state.kafka.pid if alive else None, alive, state.kafka.endpoint
 
 
 def _postgres_view(settings: Settings, home: Path, state: InfraState) -> View:
-    if settings.database_url:
+    serving = postgres_local.running(home)
+    if settings.database_url and not ours(state.postgres, settings.database_url,
+                                          serving is not None):
         return "external", None, None, settings.database_url
     if state.postgres.mode == "docker":
         return "docker", None, containers.is_running(state.postgres.container_id), state.postgres.endpoint
-    serving = postgres_local.running(home)
     return "local", serving[0] if serving else None, serving is not None, state.postgres.endpoint
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from aiokafka import ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
-from faststream.kafka.annotations import KafkaMessage
+from faststream.kafka.message import KafkaMessage
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 
 from shared import faults
@@ -42,10 +42,10 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
     subscriber = broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
                                    batch_timeout_ms=POLL_TIMEOUT_MS, auto_offset_reset="earliest",
                                    ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
-                                   decoder=_raw_decoder, title=f"{consumer.name}:{','.join(topics)}")
+                                   decoder=_the_message_itself, title=f"{consumer.name}:{','.join(topics)}")
 
     @subscriber
-    async def on_batch(message: KafkaMessage) -> None:
+    async def on_batch(message: Any) -> None:  # a KafkaMessage: see _the_message_itself
         nonlocal failures
         records: tuple[ConsumerRecord, ...] = message.raw_message
         try:
@@ -82,6 +82,10 @@ def _with_safe_headers(record: ConsumerRecord) -> ConsumerRecord:
         return replace(record, headers=headers)
 
 
-async def _raw_decoder(message: Any, original: Any) -> Any:
-    """The consumer decodes envelopes itself (and dead-letters what it cannot decode)."""
-    return message.body
+async def _the_message_itself(message: KafkaMessage, original: Any) -> KafkaMessage:
+    """The handler's body is the message itself: its records (the consumer decodes envelopes
+    itself, and dead-letters what it cannot decode), ``ack`` and ``nack``. Asking for it as a
+    FastStream ``Context`` parameter instead costs a hop through anyio's thread pool per batch
+    (fast_depends resolves context fields with a synchronous call it runs in a worker thread):
+    about a tenth of a consuming service's CPU when batches are small."""
+    return message

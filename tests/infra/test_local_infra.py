@@ -71,6 +71,22 @@ async def test_second_up_is_a_no_op_with_the_same_endpoints(settings: Settings, 
     assert Settings(home=settings.home, kafka_bootstrap=None, database_url=None).endpoints == endpoints
 
 
+async def test_up_given_our_own_endpoints_keeps_them_ours(settings: Settings,
+                                                         endpoints: Endpoints) -> None:
+    """The endpoints exported from an earlier ``up`` (a shell running the benchmarks) must not
+    turn what we started into "external": ``down`` would then leave it running."""
+    exported = settings.model_copy(update={"kafka_bootstrap": endpoints.kafka_bootstrap,
+                                           "database_url": endpoints.database_url})
+    before = await asyncio.to_thread(status, settings)
+
+    assert await asyncio.to_thread(up, exported) == endpoints
+
+    for view in (await asyncio.to_thread(status, settings),
+                 await asyncio.to_thread(status, exported)):
+        assert {name: (s["mode"], s["pid"]) for name, s in view.items()} == \
+            {name: ("local", s["pid"]) for name, s in before.items()}
+
+
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
 async def test_kafka_restart_keeps_topics_and_records(settings: Settings, endpoints: Endpoints, hard: bool) -> None:
     topic = await _create_topic(endpoints.kafka_bootstrap)

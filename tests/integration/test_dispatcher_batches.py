@@ -1,8 +1,10 @@
 """The scheduler's batches, on the dispatcher's real tables: one claim takes at most one due call
 per run; one statement holds the leases of many runs while honouring another worker's unexpired
-lease (and taking over an expired one with the next fence); a step that fails is isolated and
-the rest of its batch commits once."""
+lease (and taking over an expired one with the next fence), and skips a lease another batch has
+locked instead of waiting for it; concurrent claims never take two calls of one run; a step
+that fails is isolated and the rest of its batch commits once."""
 
+import asyncio
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -72,6 +74,35 @@ async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(s
     assert (held[mine].fence, held[mine].taken_over_from) == (1, None)
     assert held[mine].expires_at == now + timedelta(seconds=10)
     assert (later[theirs].fence, later[theirs].taken_over_from) == (2, "worker-b")
+
+
+async def test_a_lease_locked_by_another_batch_is_skipped_not_waited_for(stage, pool):
+    """Waiting would hold this batch's own locks meanwhile: the dispatcher's loops would queue
+    behind each other (measured: most of a busy dispatcher's statement time)."""
+    locked, free = f"run-locked-{stage.folder.name}", f"run-free-{stage.folder.name}"
+    async with pool.acquire() as conn:
+        await _due_calls(conn, locked, 1)
+        await _due_calls(conn, free, 1)
+    async with rolled_back(pool) as first, rolled_back(pool) as second:
+        now = await first.fetchval("SELECT clock_timestamp()")
+        assert set(await leases.hold(first, [locked], "worker-a", 10.0, now)) == {locked}
+        held = await asyncio.wait_for(leases.hold(second, [free, locked], "worker-a", 10.0, now), 5)
+    assert set(held) == {free}
+
+
+async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):
+    """Calls woken together share a due time; both claims must choose the same one of them, which
+    only the first can lock, rather than one each (only one of them could hold the run)."""
+    run_id = f"run-tied-{stage.folder.name}"
+    async with pool.acquire() as conn:
+        async with conn.transaction():  # one now(): every call of the run is due at one instant
+            await _due_calls(conn, run_id, 5)
+    async with rolled_back(pool) as first, rolled_back(pool) as second:
+        now = await first.fetchval("SELECT clock_timestamp()")
+        taken = await repo.claim_due(first, "worker-a", now, 10)
+        also = await repo.claim_due(second, "worker-a", now, 10)
+    assert [call.run_id for call in taken] == [run_id]
+    assert [call for call in also if call.run_id == run_id] == []
 
 
 class _StepperFailingOn:

@@ -61,6 +61,7 @@ async def sample_consumer_lag(admin: AIOKafkaAdminClient, consumer: AIOKafkaCons
     if not partitions:
         return {}
     consumer.assign(partitions)  # a consumer knows the leaders of its assigned partitions only
+    consumer.pause(*partitions)  # for their end offsets: an assigned partition is fetched, all of it
     ends = await consumer.end_offsets(partitions)
     return {group: float(sum(max(ends[tp] - offset, 0) for tp, offset in offsets.items()))
             for group, offsets in committed.items()}

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
-from aiokafka import ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.message import KafkaMessage
@@ -26,10 +29,9 @@ from shared.messaging.consumer import IdempotentConsumer
 from shared.retry import backoff_delay
 
 log = logging.getLogger(__name__)
-POLL_TIMEOUT_MS = 5
-"""FastStream's batch subscriber waits this long for records and, finding none, sleeps as long
-again before it polls anew: a record arriving meanwhile waits up to twice this, at every hop of
-the pipeline. Records already fetched return at once; an idle poll costs microseconds."""
+IDLE_WAIT_MS = 200
+"""How long one poll waits for records. Records return the moment the fetcher has them, so this
+bounds only how often an idle consumer wakes up (see ``_waiting_for_records``)."""
 
 
 def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
@@ -40,9 +42,11 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
     aiokafka consumer (once started) the health checks ask about its partitions."""
     failures = 0
     subscriber = broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
-                                   batch_timeout_ms=POLL_TIMEOUT_MS, auto_offset_reset="earliest",
+                                   batch_timeout_ms=IDLE_WAIT_MS, auto_offset_reset="earliest",
                                    ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
                                    decoder=_the_message_itself, title=f"{consumer.name}:{','.join(topics)}")
+
+    subscriber.get_msg = _waiting_for_records(max_records)
 
     @subscriber
     async def on_batch(message: Any) -> None:  # a KafkaMessage: see _the_message_itself
@@ -64,6 +68,26 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
         lag.record(group_id, message.consumer, records)
 
     return subscriber
+
+
+def _waiting_for_records(max_records: int) -> Callable[[AIOKafkaConsumer],
+                                                      Awaitable[tuple[ConsumerRecord, ...]]]:
+    """The subscriber's poll. FastStream's own waits ``batch_timeout_ms`` and, finding nothing,
+    sleeps as long again before it polls anew: records arriving during that sleep wait for it,
+    so the timeout had to be a few milliseconds, and every idle consumer woke up hundreds of
+    times a second (a tenth of a core for the pipeline's five, doing nothing). aiokafka's
+    ``getmany`` returns as soon as records are fetched, so a long wait costs no latency. Only
+    a poll answered empty at once (no partitions yet, a rebalance) is followed by a pause, so
+    that it cannot spin."""
+
+    async def get_msg(consumer: AIOKafkaConsumer) -> tuple[ConsumerRecord, ...]:
+        began = time.monotonic()
+        fetched = await consumer.getmany(timeout_ms=IDLE_WAIT_MS, max_records=max_records)
+        if not fetched and time.monotonic() - began < IDLE_WAIT_MS / 2000:
+            await asyncio.sleep(IDLE_WAIT_MS / 1000)
+        return tuple(chain.from_iterable(fetched.values()))
+
+    return get_msg
 
 
 async def _utf8_safe_parser(records: tuple[ConsumerRecord, ...], original: Any) -> Any:

@@ -46,6 +46,7 @@ async def test_lag_counts_what_a_group_has_not_committed(endpoints):
     await consumer.start()
     try:
         assert await sample_consumer_lag(admin, consumer, [group, idle]) == {group: 3.0}
+        assert consumer.paused() == consumer.assignment()  # positions only: never a record
     finally:
         await consumer.stop()
         await admin.close()

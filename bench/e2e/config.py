@@ -10,7 +10,8 @@ from pathlib import Path
 import bench.e2e
 from bench.e2e.pipeline import ROOT, SERVICES
 
-FULL_RATES = (10, 25, 50, 100, 200, 400, 800, 1600, 2400, 3200)
+FULL_RATES = (10, 15, 20, 25, 30, 40, 50, 75, 100, 200, 400, 800, 1600, 2400, 3200)
+"""Fine where the pipeline is now (tens per second: 2 cores), coarse beyond."""
 QUICK_RATES = (25, 50, 100, 200)
 HEADLINE_RATE = 100
 """The offered rate of the latency phase (the issue's p50/p99 targets are stated at 100/s)."""

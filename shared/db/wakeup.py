@@ -70,7 +70,6 @@ class Wakeup:
         self._event.set()  # anything inserted while we were not listening is still pending
         log.info("listening on %s", self._channel)
 
-
     def _notified(self, _connection, _pid: int, _channel: str, payload: str) -> None:
         if self._on_payload is None:
             self._event.set()

@@ -23,7 +23,8 @@ datasource checkpoints in schema ``dbos``, application tables in ``peer``), step
 COMMITTED (as our services; DBOS defaults to SERIALIZABLE), connection pools sized to the
 concurrency (no pre-ping; last-in-first-out, so one workflow in flight reuses one warm
 connection and backend instead of cycling through the whole pool; the asyncpg pool skips its
-session-reset round trip on release, as the steps change no session state), no concurrency cap
+session-reset round trip on release, as our services' pools do: the steps change no session
+state), no concurrency cap
 (workflows started directly, or in ``queue`` mode through a queue with no limit polled every
 10 ms, whose results are polled every 10 ms too),
 10 ms notification polling, no tracing, no cloud. Same durability as ours: ``synchronous_commit=on`` (checked).
@@ -48,6 +49,7 @@ import sqlalchemy as sa
 
 from bench.baselines._common import quantile, require_durable, scratch_name
 from shared.config import Endpoints
+from shared.db.pool import TransactionScopedConnection
 
 WALLET_BALANCE = 10**12
 AMOUNT_LIMIT = 10_000
@@ -141,7 +143,8 @@ class _Peer:
                     url, engine_kwargs={"pool_size": pool, "max_overflow": 0, "pool_pre_ping": False,
                                         "pool_use_lifo": True})
             else:
-                asyncpg_pool = await asyncpg.create_pool(url, min_size=1, max_size=pool, reset=_keep_session)
+                asyncpg_pool = await asyncpg.create_pool(
+                    url, min_size=1, max_size=pool, connection_class=TransactionScopedConnection)
             pipeline = _register(DBOS, datasource, asyncpg_pool)
             await asyncio.to_thread(DBOS.launch)
             peer = cls(DBOS, datasource, asyncpg_pool, pipeline, mode, previous_executor)
@@ -201,11 +204,6 @@ class _Peer:
             await self._datasource.engine.dispose()
         if self._asyncpg_pool is not None:
             await self._asyncpg_pool.close()
-
-
-async def _keep_session(connection: asyncpg.Connection) -> None:
-    """The asyncpg pool's release hook: nothing to undo (asyncpg still rolls back a transaction
-    left open), so no ``RESET ALL; CLOSE ALL; UNLISTEN *; ...`` round trip after every step."""
 
 
 def _restore_executor(previous: Any) -> None:

@@ -1,9 +1,10 @@
 """Binding an ``IdempotentConsumer`` to Kafka topics with FastStream, without losing messages.
 
 FastStream's Kafka default (``ACK_FIRST``) auto-commits offsets before the handler runs: a
-crash then loses the batch. Here acknowledgement is manual: offsets are committed only after
-the batch's database transaction has committed, and any failure rewinds the partitions
-(``nack`` seeks back) after a backoff, so the batch is delivered again.
+crash then loses the batch. Here acknowledgement is manual: offsets are staged only after the
+batch's database transaction has committed, and committed together a little later
+(``offsets.CoalescedCommits``); any failure rewinds the partitions (``nack`` seeks back) after a
+backoff, so the batch is delivered again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from shared import faults
 from shared.errors import is_retryable
 from shared.messaging import lag
 from shared.messaging.consumer import IdempotentConsumer
+from shared.messaging.offsets import COMMIT_INTERVAL_S, CoalescedCommits
 from shared.retry import backoff_delay
 
 log = logging.getLogger(__name__)
@@ -36,17 +38,21 @@ bounds only how often an idle consumer wakes up (see ``_waiting_for_records``)."
 
 def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
               group_id: str, max_records: int = 500,
-              crash_point: str = "consumer.after_commit_before_ack") -> BatchSubscriber:
+              crash_point: str = "consumer.after_commit_before_ack",
+              commit_interval_s: float = COMMIT_INTERVAL_S) -> BatchSubscriber:
     """``crash_point`` names the window between the database commit and the offset commit
     (DESIGN.md §6 calls it ``intake.after_commit`` for the intake). Returns the subscriber, whose
     aiokafka consumer (once started) the health checks ask about its partitions."""
     failures = 0
+    commits = CoalescedCommits(commit_interval_s)
     subscriber = broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
                                    batch_timeout_ms=IDLE_WAIT_MS, auto_offset_reset="earliest",
                                    ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
-                                   decoder=_the_message_itself, title=f"{consumer.name}:{','.join(topics)}")
+                                   decoder=_the_message_itself, listener=commits,
+                                   title=f"{consumer.name}:{','.join(topics)}")
 
-    subscriber.get_msg = _waiting_for_records(max_records)
+    subscriber.get_msg = _waiting_for_records(max_records, commits)
+    subscriber.stop = _committing_first(subscriber.stop, commits)
 
     @subscriber
     async def on_batch(message: Any) -> None:  # a KafkaMessage: see _the_message_itself
@@ -64,30 +70,47 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
             await message.nack()
             return
         failures = 0
-        await message.ack()
+        await commits.applied(message.consumer, records)
         lag.record(group_id, message.consumer, records)
 
     return subscriber
 
 
-def _waiting_for_records(max_records: int) -> Callable[[AIOKafkaConsumer],
-                                                      Awaitable[tuple[ConsumerRecord, ...]]]:
+def _waiting_for_records(max_records: int, commits: CoalescedCommits) -> Callable[
+        [AIOKafkaConsumer], Awaitable[tuple[ConsumerRecord, ...]]]:
     """The subscriber's poll. FastStream's own waits ``batch_timeout_ms`` and, finding nothing,
     sleeps as long again before it polls anew: records arriving during that sleep wait for it,
     so the timeout had to be a few milliseconds, and every idle consumer woke up hundreds of
     times a second (a tenth of a core for the pipeline's five, doing nothing). aiokafka's
     ``getmany`` returns as soon as records are fetched, so a long wait costs no latency. Only
     a poll answered empty at once (no partitions yet, a rebalance) is followed by a pause, so
-    that it cannot spin."""
+    that it cannot spin. Staged offsets are committed here, when due, and shorten the wait to
+    when they fall due."""
 
     async def get_msg(consumer: AIOKafkaConsumer) -> tuple[ConsumerRecord, ...]:
+        await commits.commit_if_due()
+        wait_ms = commits.wait_ms(IDLE_WAIT_MS)
         began = time.monotonic()
-        fetched = await consumer.getmany(timeout_ms=IDLE_WAIT_MS, max_records=max_records)
-        if not fetched and time.monotonic() - began < IDLE_WAIT_MS / 2000:
+        fetched = await consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
+        if not fetched and time.monotonic() - began < wait_ms / 2000:
             await asyncio.sleep(IDLE_WAIT_MS / 1000)
         return tuple(chain.from_iterable(fetched.values()))
 
     return get_msg
+
+
+def _committing_first(stop_subscriber: Callable[[], Awaitable[None]],
+                      commits: CoalescedCommits) -> Callable[[], Awaitable[None]]:
+    """The subscriber's ``stop`` lets the batch in flight finish, then stops the aiokafka
+    consumer, with nothing in between to commit staged offsets (FastStream builds the
+    subscriber's class itself, so there is no subclass to give it). Closing the commits first
+    commits what is staged and makes the batch in flight commit its own offsets."""
+
+    async def stop() -> None:
+        await commits.close()
+        await stop_subscriber()
+
+    return stop
 
 
 async def _utf8_safe_parser(records: tuple[ConsumerRecord, ...], original: Any) -> Any:

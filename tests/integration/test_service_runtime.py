@@ -13,15 +13,13 @@ import uuid
 
 import aiohttp
 import pytest
-from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from services.registry import migrate_service
 from services.wallet.repository import SCHEMA as WALLET
 from tests.integration.test_wallet import WalletRun, request, send
 from tests.support.dispatch import Stage, dispatcher_stage
 from tests.support.http_effects import free_port
-from tests.support.kafka import create_topic, unique_topic, wait_for
+from tests.support.kafka import committed, create_topic, unique_topic, wait_for
 from tests.support.probe import Probe
 from tests.support.processes import ServiceProcess, relay_env
 from tests.support.wallet import balance, debit, new_key, new_wallet
@@ -139,7 +137,7 @@ async def test_sigterm_mid_batch_finishes_the_batch_and_a_restart_applies_the_re
     assert await asyncio.to_thread(first.wait_exit, 30) == 0
     applied = await _debits(pool, keys)
     assert applied == 10, "the batch in flight was finished, and no other one started"
-    assert await _committed(endpoints.kafka_bootstrap, run.request_topic) == applied
+    assert await committed(endpoints.kafka_bootstrap, "wallet", run.request_topic, 1) == applied
     assert _totals(first) == (10, 0)
 
     second = ServiceProcess("wallet", endpoints, log, env=env).start()
@@ -148,7 +146,7 @@ async def test_sigterm_mid_batch_finishes_the_batch_and_a_restart_applies_the_re
     finally:
         assert await asyncio.to_thread(second.stop) == 0
     assert _totals(second) == (30, 0), "nothing committed was delivered again"
-    assert await _committed(endpoints.kafka_bootstrap, run.request_topic) == 40
+    assert await committed(endpoints.kafka_bootstrap, "wallet", run.request_topic, 1) == 40
     per_key = await pool.fetch(f"SELECT operation_key, count(*) AS n FROM {WALLET}.debits "
                                "WHERE operation_key = ANY($1) GROUP BY operation_key", keys)
     assert sorted(row["operation_key"] for row in per_key) == sorted(keys)
@@ -171,18 +169,6 @@ async def _debits(pool, keys: list[str]) -> int:
 
 async def _all_applied(pool, keys: list[str]) -> bool:
     return await _debits(pool, keys) == len(keys)
-
-
-async def _committed(bootstrap: str, topic: str) -> int:
-    """The wallet group's committed offset on the topic's only partition."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        partition = TopicPartition(topic, 0)
-        offsets = await admin.list_consumer_group_offsets("wallet", partitions=[partition])
-    finally:
-        await admin.close()
-    return offsets[partition].offset if partition in offsets else 0
 
 
 def _totals(process: ServiceProcess) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections import defaultdict
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 
@@ -60,3 +60,16 @@ async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
         if value or time.monotonic() > deadline:
             return value
         await asyncio.sleep(interval)
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """The group's committed offsets on ``topic``, summed over its partitions: how many records
+    a restarted member would not be given again."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        wanted = [TopicPartition(topic, partition) for partition in range(partitions)]
+        offsets = await admin.list_consumer_group_offsets(group, partitions=wanted)
+    finally:
+        await admin.close()
+    return sum(max(offsets[partition].offset, 0) for partition in wanted if partition in offsets)

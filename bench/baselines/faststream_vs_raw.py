@@ -5,11 +5,11 @@ the same handler (``json.loads`` each record's value, count it) consumes all of 
 beginning, under a new consumer group each time:
 
 - ``faststream``: the project's own subscription path (shared/messaging/subscription.py
-  ``subscribe``: batch subscriber, ``max_records=500``, ``batch_timeout_ms=50``, manual ack = an
-  offset commit after each batch, nack on failure, the UTF-8-safe header parser, lag recording),
-  with the handler in place of an ``IdempotentConsumer``;
-- ``raw``: ``AIOKafkaConsumer.getmany(timeout_ms=50, max_records=500)`` in a loop, the handler,
-  then ``commit()`` after each batch: the same delivery semantics, no framework.
+  ``subscribe``: batch subscriber, ``max_records=500``, offsets staged after each batch and
+  committed together (``CoalescedCommits``), nack on failure, the UTF-8-safe header parser, lag
+  recording), with the handler in place of an ``IdempotentConsumer``;
+- ``raw``: ``AIOKafkaConsumer.getmany(max_records=500)`` in a loop, the handler, then the same
+  ``CoalescedCommits``: the same delivery semantics and commit policy, no framework.
 
 Each is timed from its first record handled to its last (group join and partition assignment,
 identical fixed costs, are left out), ``rounds`` times alternately; the best round counts. Fair
@@ -29,10 +29,10 @@ from bench.baselines._common import envelope_records, scratch_topic
 from bench.baselines.kafka_raw import new_producer
 from shared.config import Endpoints
 from shared.messaging.kafka_security import client_options, new_broker
-from shared.messaging.subscription import subscribe
+from shared.messaging.offsets import CoalescedCommits
+from shared.messaging.subscription import IDLE_WAIT_MS, subscribe
 
 MAX_RECORDS = 500
-BATCH_TIMEOUT_MS = 50
 
 
 async def run(endpoints: Endpoints, *, records: int = 100_000, rounds: int = 2,
@@ -109,17 +109,22 @@ async def _faststream(bootstrap: str, topic: str, records: int) -> float:
 
 
 async def _raw(bootstrap: str, topic: str, records: int) -> float:
-    counter = _Counter(records)
-    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap),
+    counter, commits = _Counter(records), CoalescedCommits()
+    consumer = AIOKafkaConsumer(**client_options(bootstrap),
                                 group_id=f"bench-raw-{uuid.uuid4().hex[:8]}",
                                 auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.subscribe([topic], listener=commits)
     await consumer.start()
     try:
         while not counter.done.is_set():
-            batch = await consumer.getmany(timeout_ms=BATCH_TIMEOUT_MS, max_records=MAX_RECORDS)
+            await commits.commit_if_due()
+            batch = await consumer.getmany(timeout_ms=commits.wait_ms(IDLE_WAIT_MS),
+                                           max_records=MAX_RECORDS)
             if batch:
-                await counter.process([record for part in batch.values() for record in part])
-                await consumer.commit()
+                handled = [record for part in batch.values() for record in part]
+                await counter.process(handled)
+                await commits.applied(consumer, handled)
     finally:
+        await commits.close()
         await consumer.stop()
     return counter.rate()

@@ -31,11 +31,12 @@ async def hop_latencies(pool: asyncpg.Pool, names: RunNames,
         " min(e.occurred_at) FILTER (WHERE e.event_type = 'DispatchIntentRecorded') AS intent,"
         " min(e.occurred_at) FILTER (WHERE e.event_type = 'ToolAttemptStarted') AS attempt,"
         " max(e.occurred_at) FILTER (WHERE e.event_type = 'ToolResultRecorded') AS result,"
-        " (SELECT min(d.created_at) FROM wallet.debits d"
-        "   WHERE d.logical_call_id = lc.logical_call_id) AS debited"
+        " (SELECT d.created_at FROM wallet.debits d"  # by its key: debits has no index by call
+        "   WHERE d.operation_key = lc.operation_key) AS debited"
         " FROM proposal_intake.logical_calls lc"
         " JOIN projection.events e ON e.logical_call_id = lc.logical_call_id"
-        " WHERE lc.run_id LIKE $1 GROUP BY lc.provider_call_id, lc.logical_call_id",
+        " WHERE lc.run_id LIKE $1"
+        " GROUP BY lc.provider_call_id, lc.logical_call_id, lc.operation_key",
         names.runs_like)
     per_step: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:

@@ -58,6 +58,11 @@ class ConsumerService:
     """Per consumed topic, the event types it may carry; others are dead-lettered."""
     set_wise: bool = False
     """The handler applies a batch's fresh events in one call (a ``BatchHandler``)."""
+    apart: tuple[str, ...] = ()
+    """Consumed topics read by a subscriber of their own (same group, same inbox), so that
+    their records never wait behind a backlog of the others': the dispatcher's receipts finish
+    calls already sent, and must be recorded before their attempt deadlines however many new
+    authorizations are queued."""
 
 
 async def serve(service: ConsumerService, settings: Settings, handler: Handler | BatchHandler, *,
@@ -94,10 +99,13 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler |
             broker = new_broker(endpoints.kafka_bootstrap, logger=None,
                                 graceful_timeout=SHUTDOWN_GRACE_S)
             consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
-            subscriber = subscribe(broker, consumer, *consumes, group_id=service.name,
-                                   max_records=service.batch_size, crash_point=service.crash_point)
+            lanes = [lane for lane in ([t for t in consumes if t not in service.apart],
+                                       [t for t in consumes if t in service.apart]) if lane]
+            subscribers = [subscribe(broker, consumer, *lane, group_id=service.name,
+                                     max_records=service.batch_size,
+                                     crash_point=service.crash_point) for lane in lanes]
             await broker.start()
-            _watch(health, subscriber)
+            _watch(health, subscribers)
             try:
                 async with alongside(pool) if alongside else nullcontext() as vital:
                     if vital:
@@ -113,21 +121,23 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler |
     return consumer
 
 
-def _watch(health: Health, subscriber: BatchSubscriber) -> None:
-    """Kafka answers through the consumer's own connections (and credentials); partitions are
+def _watch(health: Health, subscribers: list[BatchSubscriber]) -> None:
+    """Kafka answers through the consumers' own connections (and credentials); partitions are
     what make a replica useful (more replicas than partitions leaves some idle, not ready)."""
 
     async def kafka() -> None:
-        await _started(subscriber).topics()  # a metadata request
+        for subscriber in subscribers:
+            await _started(subscriber).topics()  # a metadata request
 
     async def partitions() -> None:
-        if not _started(subscriber).assignment():
+        if not any(_started(subscriber).assignment() for subscriber in subscribers):
             raise NotReady("no partitions assigned (joining the group, or more replicas than "
                            "partitions)")
 
     health.ready_when("kafka", kafka)
     health.ready_when("partitions", partitions)
-    health.vital("consumer", lambda: subscriber.tasks)
+    health.vital("consumer", lambda: [task for subscriber in subscribers
+                                      for task in subscriber.tasks])
 
 
 def _started(subscriber: BatchSubscriber) -> AIOKafkaConsumer:

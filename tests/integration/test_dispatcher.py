@@ -25,6 +25,7 @@ from shared.messaging.operator_publish import publish
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
                                     call_row, debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
+from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits_under, new_wallet
 
 pytestmark = pytest.mark.infra
@@ -246,6 +247,31 @@ async def test_a_redelivered_authorization_dispatches_once(stage, pool):
         assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
     assert await debits_under(pool, intent.operation_key) == 1
     assert len(await attempts(pool, intent.logical_call_id)) == 1
+
+
+async def test_a_receipt_does_not_wait_behind_a_backlog_of_authorizations(stage, pool):
+    """Under load, new authorizations queue up in front of the dispatcher. A receipt finishes
+    a call already sent: queued behind them it would miss its attempt deadline, and an applied
+    debit would become UNKNOWN (and, its lookups' answers queued as well, work for a person).
+    Receipts have a subscriber of their own. Here every dispatcher batch holds one record and
+    takes a second, and twelve authorizations arrive while the first call's debit is in
+    flight: the receipt must overtake them."""
+    wallet_id = await new_wallet(pool, 1_000_000)
+    first, backlog = debit_intent(wallet_id, 100), [debit_intent(wallet_id, 100) for _ in range(12)]
+    async with running(stage, batch_size=1, wallet={
+            "faults": "wallet.delay=delay:1.5,dispatcher.after_commit=delay:1"}):
+        await authorize(stage, first)
+        assert await wait_for(lambda: attempts(pool, first.logical_call_id), timeout=60)
+        await authorize(stage, *backlog)
+        assert await settled(pool, first.logical_call_id) == "SUCCEEDED"
+        [attempt] = await attempts(pool, first.logical_call_id)
+        assert (attempt["kind"], attempt["status"]) == ("send", "applied")
+        recorded_by_then = await pool.fetchval(
+            "SELECT count(*) FROM dispatcher.calls WHERE logical_call_id = ANY($1)"
+            " AND created_at <= $2", [intent.logical_call_id for intent in backlog],
+            attempt["finished_at"])
+        assert recorded_by_then < len(backlog), "the receipt overtook the backlog"
+    assert await debits_under(pool, first.operation_key) == 1
 
 
 async def dispatch_events(pool, logical_call_id) -> list[str]:

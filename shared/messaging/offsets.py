@@ -5,7 +5,8 @@ after that, is free. Committing late never loses a record, it only widens what a
 again, and the inbox applies a delivered-again event once. Committing each batch at once costs
 one OffsetCommit round trip on the path to the next fetch and a write to ``__consumer_offsets``
 per batch: when batches hold one record, as they do at tens of proposals a second, that was
-about a third of the broker's requests. So offsets are staged per partition and committed when
+a quarter to a third of the broker's CPU (29.0 and 25.5 against 20.2 and 19.2 ms per proposal at
+10/s, alternated runs of the two versions). So offsets are staged per partition and committed when
 the oldest staged one has waited ``COMMIT_INTERVAL_S``, and at once whenever a partition may
 change hands: on revocation (a rebalance) and when the subscriber stops.
 """

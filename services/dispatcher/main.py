@@ -55,7 +55,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     service = ConsumerService(
         name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic,
                                              config.resolutions_topic),
-        apart=(config.reply_topic, config.resolutions_topic),
+        priority=(config.reply_topic, config.resolutions_topic),
         topics=(config.authorizations_topic, config.reply_topic, config.resolutions_topic,
                 config.dispatch_topic, config.effects_topic, *tool_topics),
         crash_point="dispatcher.after_commit", batch_size=config.batch_size,

@@ -58,11 +58,17 @@ class ConsumerService:
     """Per consumed topic, the event types it may carry; others are dead-lettered."""
     set_wise: bool = False
     """The handler applies a batch's fresh events in one call (a ``BatchHandler``)."""
-    apart: tuple[str, ...] = ()
-    """Consumed topics read by a subscriber of their own (same group, same inbox), so that
-    their records never wait behind a backlog of the others': the dispatcher's receipts finish
-    calls already sent, and must be recorded before their attempt deadlines however many new
-    authorizations are queued."""
+    priority: tuple[str, ...] = ()
+    """Consumed topics read by a subscriber of their own, in consumer group
+    ``priority_group(name)`` (same inbox), so that their records never wait behind a backlog
+    of the others': the dispatcher's receipts finish calls already sent, and must be recorded
+    before their attempt deadlines however many new authorizations are queued. A group of its
+    own, not a second member of the service's group: two members joining one group cost every
+    start-up a rebalance (3 s, a heartbeat interval, before anything is consumed)."""
+
+
+def priority_group(service: str) -> str:
+    return f"{service}-priority"
 
 
 async def serve(service: ConsumerService, settings: Settings, handler: Handler | BatchHandler, *,
@@ -99,11 +105,12 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler |
             broker = new_broker(endpoints.kafka_bootstrap, logger=None,
                                 graceful_timeout=SHUTDOWN_GRACE_S)
             consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
-            lanes = [lane for lane in ([t for t in consumes if t not in service.apart],
-                                       [t for t in consumes if t in service.apart]) if lane]
-            subscribers = [subscribe(broker, consumer, *lane, group_id=service.name,
+            lanes = {service.name: [t for t in consumes if t not in service.priority],
+                     priority_group(service.name): [t for t in consumes if t in service.priority]}
+            subscribers = [subscribe(broker, consumer, *topics, group_id=group,
                                      max_records=service.batch_size,
-                                     crash_point=service.crash_point) for lane in lanes]
+                                     crash_point=service.crash_point)
+                           for group, topics in lanes.items() if topics]
             await broker.start()
             _watch(health, subscribers)
             try:

@@ -17,8 +17,9 @@ functions, so they cannot drift. For a request the order of the checks is the co
 4. **the effect** — applied, or refused by the wallet's rules; either answer is recorded
    against the key and replayed to every later request under it.
 
-``wallet.delay`` (``delay:S``) sleeps before the fence check: a slow wallet, e.g. one that
-answers after the caller's deadline.
+``wallet.delay`` (``delay:S``) sleeps before a request's fence check: a slow wallet, e.g. one
+that answers after the caller's deadline. ``wallet.lookup_delay`` does the same to a lookup: a
+slow reconciliation, during which the caller's outcome stays unresolved.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
 
 async def answer_lookup(conn: asyncpg.Connection, lookup: Lookup) -> EffectReceipt:
     """The recorded answer (``replayed``), ``not_found`` if never settled, or ``stale``."""
+    await faults.hit("wallet.lookup_delay")
     if not await admit(conn, SCHEMA, lookup.run_id, lookup.fence):
         return _receipt(lookup, "stale", reason=WalletReason.STALE_FENCE)
     response = await recorded_response(conn, SCHEMA, lookup.operation_key)

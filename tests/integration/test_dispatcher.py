@@ -84,12 +84,15 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     """DESIGN §1: the wallet commits, its answer is lost; the call is UNKNOWN (never FAILED)
     until a lookup by operation key finds the debit. One debit, two attempts.
 
-    The lookup is answered a second late so that the unresolved stretch outlasts the poll: an
-    immediate answer can settle the call between two polls (a CI run missed it that way)."""
+    Every send's receipt is dropped, not only the first: were the wallet's batch rolled back
+    and retried after the drop, the retry would answer and settle the call without it ever
+    being unknown. The lookup is answered a second late, so that the unresolved stretch
+    outlasts the 100 ms poll. A CI run once saw no UNKNOWN state within 60 s; these are the
+    two ways it could have been missed."""
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 2500)
     counted = DispatcherMetrics()
-    faults = "wallet.after_commit_drop_response=drop@1,wallet.lookup_delay=delay:1"
+    faults = "wallet.after_commit_drop_response=drop,wallet.lookup_delay=delay:1"
     async with running(stage, wallet={"faults": faults}, counted=counted):
         await authorize(stage, intent)
         unresolved_states = ("UNKNOWN", "RECONCILING")

@@ -87,13 +87,14 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     Every send's receipt is dropped, not only the first: were the wallet's batch rolled back
     and retried after the drop, the retry would answer and settle the call without it ever
     being unknown. The lookup is answered a second late, so that the unresolved stretch
-    outlasts the 100 ms poll. A CI run once saw no UNKNOWN state within 60 s; these are the
-    two ways it could have been missed."""
+    outlasts the 100 ms poll (and the lookup's own deadline is far beyond that second). A CI
+    run once saw no UNKNOWN state within 60 s; these are the two ways it could have been
+    missed."""
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 2500)
     counted = DispatcherMetrics()
     faults = "wallet.after_commit_drop_response=drop,wallet.lookup_delay=delay:1"
-    async with running(stage, wallet={"faults": faults}, counted=counted):
+    async with running(stage, wallet={"faults": faults}, counted=counted, lookup_timeout_s=10.0):
         await authorize(stage, intent)
         unresolved_states = ("UNKNOWN", "RECONCILING")
         assert await settled(pool, intent.logical_call_id, states=unresolved_states)

@@ -72,13 +72,17 @@ def http_wallet(stage: Stage, port: int, **retry) -> None:
 async def against_a_failing_wallet(stage: Stage, pool, max_attempts: int, *,
                                    deadline_in: float = 60.0, **dispatcher_overrides):
     """One debit against a wallet whose HTTP API answers 503 to everything, under a contract
-    that says a 5xx applied nothing; returns the intent once FAILED, and its attempts."""
+    that says a 5xx applied nothing; returns the intent once FAILED, and its attempts. The
+    intent, and with it the run's deadline, is made once the dispatcher consumes: a short
+    deadline must not be spent on the process's start-up."""
     port = free_port()
     http_wallet(stage, port, max_attempts=max_attempts, server_errors="not_applied")
-    intent = debit_intent(await new_wallet(pool, 10_000), 500, deadline_in=deadline_in)
+    wallet_id = await new_wallet(pool, 10_000)
     async with relay_and_wallet(stage, http_port=port, faults="wallet.http.fail=drop"):
         worker = dispatcher(stage, "worker", **dispatcher_overrides)
         try:
+            assert await asyncio.to_thread(worker.wait_for_log, "dispatcher started", 60)
+            intent = debit_intent(wallet_id, 500, deadline_in=deadline_in)
             await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
                           authorization(intent, stage.write_policy()))
             assert await settled(pool, intent.logical_call_id) == "FAILED"
@@ -145,7 +149,7 @@ async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, po
     dispatcher reaches the attempt deadline, looks up, and finds the one debit."""
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 1500)
-    async with relay_and_wallet(stage, faults="wallet.after_commit_drop_response=drop@1"):
+    async with relay_and_wallet(stage, faults="wallet.after_commit_drop_response=drop"):
         await crash_then_restart(stage, pool, intent, "dispatcher.after_send_before_record")
     assert await debits_under(pool, intent.operation_key) == 1
     assert [(a["kind"], a["status"]) for a in await attempts(pool, intent.logical_call_id)] == [

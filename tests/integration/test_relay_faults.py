@@ -1,5 +1,6 @@
 """Relay processes crashing and competing, against real Kafka and PostgreSQL."""
 
+import asyncio
 import re
 from collections import defaultdict
 
@@ -72,12 +73,14 @@ async def test_exit_at_the_crash_point_loses_nothing(probe, endpoints, tmp_path)
 async def test_two_relays_drain_10000_rows_in_per_key_order_each_applied_once(
         probe, endpoints, tmp_path):
     keys = [f"run-{i}" for i in range(40)]
-    events = await probe.emit(keys, per_key=250, batch=1000)
-    assert len(events) == 10_000
     relays = [ServiceProcess("relay", endpoints, tmp_path / f"relay-{n}.log",
                              env=relay_env(probe.schema, batch_size=20, workers=2)).start()
               for n in (1, 2)]
     try:
+        for relay in relays:  # both up before the rows exist: neither may drain them alone
+            assert await asyncio.to_thread(relay.wait_for_log, "started with", 60)
+        events = await probe.emit(keys, per_key=250, batch=1000)
+        assert len(events) == 10_000
         assert await wait_for(lambda: _status_is(probe, {"published": 10_000}), timeout=180)
     finally:
         exits = [relay.stop() for relay in relays]

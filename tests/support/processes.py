@@ -39,9 +39,16 @@ class ServiceProcess:
         return self.process.wait(10)
 
     def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, and the exit code. A process that does not stop in time is killed before
+        the test fails on it: left running, it would go on working on the shared tables under
+        the tests that follow."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise
 
     def wait_exit(self, timeout: float) -> int | None:
         try:

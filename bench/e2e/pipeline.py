@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared.messaging.consumer_service import priority_group
 from shared.messaging.topics import (AGENT_PROPOSALS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS,
                                      LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE,
                                      LEDGER_RESOLUTIONS)
@@ -18,7 +19,8 @@ SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "w
 GROUP_TOPICS = {
     "proposal-intake": (AGENT_PROPOSALS,),
     "policy": (LEDGER_INTAKE, LEDGER_APPROVALS),
-    "dispatcher": (LEDGER_AUTHORIZATIONS, "effects.receipts", LEDGER_RESOLUTIONS),
+    "dispatcher": (LEDGER_AUTHORIZATIONS,),
+    priority_group("dispatcher"): ("effects.receipts", LEDGER_RESOLUTIONS),
     "wallet": ("effects.wallet",),
     "projection": (LEDGER_INTAKE, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS),
 }

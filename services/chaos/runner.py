@@ -38,15 +38,11 @@ from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
 from shared.infra import outages
-from shared.messaging.consumer_service import priority_group
+from shared.messaging.consumer_service import CONSUMER_GROUPS
 from shared.messaging.topics import AGENT_RESULTS
 
 SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "wallet", "warehouse")
 """The five services and both reference downstreams; a team's own downstream runs on its own."""
-CONSUMER_GROUPS = {"proposal-intake": ("proposal-intake",), "policy": ("policy",),
-                   "dispatcher": ("dispatcher", priority_group("dispatcher")),
-                   "projection": ("projection",), "wallet": ("wallet",), "warehouse": ("warehouse",)}
-"""Per service, the consumer groups its processes consume in."""
 STATE_RANK = {"AUTHORIZED": 1, "INTENT_RECORDED": 2, "DISPATCHING": 3, "UNKNOWN": 4,
               "RECONCILING": 5}
 SETTLED_RANK = 6

@@ -71,6 +71,14 @@ def priority_group(service: str) -> str:
     return f"{service}-priority"
 
 
+CONSUMER_GROUPS = {"proposal-intake": ("proposal-intake",), "policy": ("policy",),
+                   "dispatcher": ("dispatcher", priority_group("dispatcher")),
+                   "projection": ("projection",), "wallet": ("wallet",), "warehouse": ("warehouse",)}
+"""Per consuming service of this project, the consumer groups its processes consume in: its
+name, and the priority lane of the one service that has ``priority`` topics. The one list that
+quiescence checks, lag samples and the benchmark count from."""
+
+
 async def serve(service: ConsumerService, settings: Settings, handler: Handler | BatchHandler, *,
                 prepare: Callable[[asyncpg.Pool], Awaitable[object]],
                 migrated: Callable[[asyncpg.Pool], Awaitable[object]],

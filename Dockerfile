@@ -23,6 +23,8 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
  && pip install --no-cache-dir --only-binary=:all: --requirement requirements.txt
 COPY shared/ shared/
 COPY services/ services/
+COPY downstreams/ downstreams/
+COPY intentledger/ intentledger/
 RUN pip install --no-cache-dir --no-deps . \
  && pip check
 

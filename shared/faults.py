@@ -1,4 +1,4 @@
-"""Named fault-injection points (DESIGN.md §6), inert unless enabled by environment.
+"""Named fault-injection points (docs/design.md §6), inert unless enabled by environment.
 
 ``INTENTLEDGER_FAULTS`` holds comma-separated rules ``point=action[:arg][@nth]``:
 

@@ -1,4 +1,4 @@
-"""Traces across Kafka (DESIGN.md §8): W3C trace context rides in every envelope.
+"""Traces across Kafka (docs/design.md §8): W3C trace context rides in every envelope.
 
 An event records the trace context of the work that created it (``Envelope.new`` reads the
 current span), the relay republishes it in the record's ``traceparent`` header, and whoever

@@ -7,7 +7,7 @@
 What runs: Kafka and PostgreSQL (attached when ``INTENTLEDGER_KAFKA_BOOTSTRAP`` and
 ``INTENTLEDGER_DATABASE_URL`` are set, else ``intentledger infra up``), full durability as
 configured there; the relay, proposal-intake, policy, dispatcher, projection and the reference
-wallet as real processes (``services.chaos.stack.Stack``), under ``bench/policy.yaml`` and
+wallet as real processes (``intentledger.chaos.stack.Stack``), under ``bench/policy.yaml`` and
 ``config/tools.example.yaml``.
 
 The load is open-loop: raw proposals (the generic envelope and OpenAI chat, alternating; each

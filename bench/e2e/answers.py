@@ -17,7 +17,7 @@ from bench.e2e.proposals import Proposals
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.messaging.kafka_security import client_options
-from shared.messaging.topics import AGENT_RESULTS
+from shared.topology import AGENT_RESULTS
 
 
 class Answers:

@@ -17,8 +17,8 @@ from bench.e2e.names import RunNames
 from bench.e2e.pipeline import EXPECTED_DEBITS, OUTBOX_SCHEMAS, TERMINAL
 from bench.e2e.proposals import Proposals
 from bench.e2e.startup import OPENING_BALANCE_MINOR
-from services.chaos.stack import Stack
-from shared.messaging.topics import AGENT_RESULTS
+from intentledger.chaos.stack import Stack
+from shared.topology import AGENT_RESULTS
 
 
 @dataclass

@@ -26,8 +26,8 @@ from bench.e2e.sampler import Sampler
 from bench.e2e.statements import Statements
 from bench.e2e.steps import Step
 from bench.e2e.watch import ServiceWatch
-from services.chaos.stack import Stack
-from services.registry import migrate_all
+from intentledger.chaos.stack import Stack
+from shared.db.schemas import migrate_all
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
 

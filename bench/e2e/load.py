@@ -15,7 +15,7 @@ from bench.e2e.names import PRINCIPAL, TENANT, RunNames
 from bench.e2e.proposals import Proposals
 from bench.e2e.steps import Step
 from shared.messaging.kafka_security import client_options
-from shared.messaging.topics import AGENT_PROPOSALS
+from shared.topology import AGENT_PROPOSALS
 
 AMOUNT = "1.00"
 TICK_S = 0.005

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from services.chaos.stack import Stack
+from intentledger.chaos.stack import Stack
 from shared.config import Settings
 from shared.infra import postgres_local
 from shared.infra.state import InfraState

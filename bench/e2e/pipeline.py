@@ -6,24 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.messaging.consumer_service import priority_group
-from shared.messaging.topics import (AGENT_PROPOSALS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS,
-                                     LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE,
-                                     LEDGER_RESOLUTIONS)
+from shared.topology import CONSUMER_GROUPS, consumed_by
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILE = ROOT / "bench" / "policy.yaml"
 TOOLS_FILE = ROOT / "config" / "tools.example.yaml"
 
 SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "wallet")
-GROUP_TOPICS = {
-    "proposal-intake": (AGENT_PROPOSALS,),
-    "policy": (LEDGER_INTAKE, LEDGER_APPROVALS),
-    "dispatcher": (LEDGER_AUTHORIZATIONS,),
-    priority_group("dispatcher"): ("effects.receipts", LEDGER_RESOLUTIONS),
-    "wallet": ("effects.wallet",),
-    "projection": (LEDGER_INTAKE, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS),
-}
+GROUP_TOPICS = {group: consumed_by(group) for service in SERVICES
+                for group in CONSUMER_GROUPS.get(service, ())}
 """Every consumer group the pipeline has, with the topics it applies."""
 OUTBOX_SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
 MOVING = ("AUTHORIZED", "INTENT_RECORDED", "DISPATCHING", "UNKNOWN", "RECONCILING",

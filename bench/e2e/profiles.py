@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.e2e.config import Config
 from bench.e2e.steps import Step
-from services.chaos.stack import Stack
+from intentledger.chaos.stack import Stack
 
 
 class Profiler:

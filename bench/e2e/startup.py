@@ -11,8 +11,8 @@ import asyncpg
 
 from bench.e2e.config import Config
 from bench.e2e.pipeline import MOVING, SERVICES, service_env
-from services.chaos.stack import Stack
-from services.wallet.repository import open_wallet
+from intentledger.chaos.stack import Stack
+from downstreams.wallet.repository import open_wallet
 
 OPENING_BALANCE_MINOR = 10**13
 """Every wallet of the run opens with this much: no debit is refused for want of funds."""

@@ -3,7 +3,7 @@ here), one that does not stop cleanly is worth a warning."""
 
 from __future__ import annotations
 
-from services.chaos.stack import Stack
+from intentledger.chaos.stack import Stack
 
 
 class ServiceWatch:

@@ -1,4 +1,4 @@
-"""Authority checked at the instant of dispatch (DESIGN.md §5.5), not when the model proposed.
+"""Authority checked at the instant of dispatch (docs/design.md §5.5), not when the model proposed.
 
 A queued call can outlive its capability, its approvals, the policy version that allowed it,
 the run's attempt budget and the run's deadline; each is checked again right before every send
@@ -35,7 +35,7 @@ class PolicyView(Protocol):
     def evaluate(self, intent: ToolIntent,
                  approvals: tuple[GrantedApproval, ...] = ()) -> Verdict: ...
 
-    def repair_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None: ...
+    def resolution_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None: ...
 
 
 @dataclass(frozen=True)

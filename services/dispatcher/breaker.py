@@ -1,4 +1,4 @@
-"""A circuit breaker per dependency (DESIGN.md §5.6), in the memory of one dispatcher process.
+"""A circuit breaker per dependency (docs/design.md §5.6), in the memory of one dispatcher process.
 
 After ``threshold`` consecutive failures (no answer, unknown, transient) the dependency is
 open: attempts are postponed, not spent, until ``cooldown`` has passed; then one probe is let

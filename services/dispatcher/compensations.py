@@ -1,4 +1,4 @@
-"""Compensation is a new effect, not a rollback (DESIGN.md §5.8).
+"""Compensation is a new effect, not a rollback (docs/design.md §5.8).
 
 The registry names each compensatable tool's compensating tool and where its arguments come
 from (the original call's canonical arguments or its validated result). The compensation gets

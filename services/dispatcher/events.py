@@ -11,7 +11,7 @@ from shared.contracts.dispatch import CallEvent, CallState
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
-from shared.messaging.topics import LEDGER_DISPATCH, LEDGER_EFFECTS
+from shared.topology import LEDGER_DISPATCH, LEDGER_EFFECTS
 
 PRODUCER = "dispatcher"
 

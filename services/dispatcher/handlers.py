@@ -2,7 +2,7 @@
 
 No decision is taken here. An authorization becomes a call due at once; a receipt becomes the
 answer of the attempt it names (the first answer counts; a redelivered copy changes nothing);
-an operator's repair is kept until the call's next step judges it.
+an operator's resolution is kept until the call's next step judges it.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
 consumed the record.
 """
@@ -12,18 +12,15 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from pydantic import BaseModel, ValidationError
-
 from services.dispatcher import repository as repo
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
-from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization
-from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED, EffectReceipt
-from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
+from shared.contracts.authorizations import Authorization
+from shared.contracts.effect_requests import EffectReceipt
+from shared.contracts.resolutions import Resolution
 from shared.db.unit_of_work import UnitOfWork
-from shared.errors import PermanentError
-from shared.messaging.envelope import Envelope
+from shared.messaging.envelope import Envelope, parse
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +34,14 @@ class DispatcherInbox:
         self._breakers = breakers
         self._settings = settings
 
-    async def __call__(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        if envelope.event_type == AUTHORIZATION_ALLOWED:
-            await self._authorized(uow, _payload(Authorization, envelope), envelope.traceparent)
-        elif envelope.event_type == EFFECT_RECEIPT_ISSUED:
-            await self._answered(uow, _payload(EffectReceipt, envelope))
-        elif envelope.event_type == RESOLUTION_REQUESTED:
-            resolution = _payload(Resolution, envelope)
-            await repo.insert_resolution(uow.connection, envelope.event_id,
-                                         resolution.logical_call_id,
-                                         resolution.model_dump(mode="json"))
-            await repo.wake(uow.connection, resolution.logical_call_id, even_if_settled=True)
-        # AuthorizationDenied and ApprovalRequested: nothing to dispatch.
+    async def resolution_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        resolution = parse(envelope, Resolution)
+        await repo.insert_resolution(uow.connection, envelope.event_id, resolution.logical_call_id,
+                                     resolution.model_dump(mode="json"))
+        await repo.wake(uow.connection, resolution.logical_call_id, even_if_settled=True)
 
-    async def _authorized(self, uow: UnitOfWork, authorization: Authorization,
-                          traceparent: str | None) -> None:
+    async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        authorization, traceparent = parse(envelope, Authorization), envelope.traceparent
         intent = authorization.intent
         deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
         conn = uow.connection
@@ -63,7 +53,8 @@ class DispatcherInbox:
                                   deadline_at=deadline, traceparent=traceparent):
             await repo.wake(conn, intent.logical_call_id)
 
-    async def _answered(self, uow: UnitOfWork, receipt: EffectReceipt) -> None:
+    async def answered(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        receipt = parse(envelope, EffectReceipt)
         conn = uow.connection
         call = await repo.call_for_update(conn, receipt.logical_call_id)  # call first, as a step
         if call is None or call.operation_key != receipt.operation_key:
@@ -79,10 +70,3 @@ class DispatcherInbox:
         if (tool := self._stepper.tool_of(call)) is not None:
             self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
         await repo.wake(conn, receipt.logical_call_id)
-
-
-def _payload(model: type[BaseModel], envelope: Envelope):
-    try:
-        return model.model_validate(envelope.payload)
-    except ValidationError as error:
-        raise PermanentError(f"{envelope.event_type}: {error}") from error

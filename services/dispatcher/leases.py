@@ -1,4 +1,4 @@
-"""Run leases with fencing (DESIGN.md §5.7).
+"""Run leases with fencing (docs/design.md §5.7).
 
 A worker acts on a run only inside a transaction that holds the run's lease row locked: it
 renews its own lease, or takes over one that has expired, which advances the fence. Work that

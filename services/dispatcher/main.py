@@ -18,22 +18,21 @@ from services.dispatcher.handlers import DispatcherInbox
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.policy_view import PolicyFile
 from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, unresolved
+from services.dispatcher.routes import PRIORITY, ROUTES
 from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper
-from services.policy.watcher import PolicyWatcher
-from services.registry import expect_migrated, migrate_service
+from shared.policy.watcher import PolicyWatcher
+from shared.db.schemas import expect_migrated, migrate_service
 from shared import faults
 from shared.config import Settings
-from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
-                                             AUTHORIZATION_DENIED)
-from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED
-from shared.contracts.resolutions import RESOLUTION_REQUESTED
 from shared.db.wakeup import Wakeup
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
+from shared.topology import EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_RESOLUTIONS
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +51,14 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     stepper = Stepper(registry, policy, breakers, config,
                       settings.capability_secret.get_secret_value().encode())
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
+    names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
+             EFFECT_RECEIPTS: config.reply_topic, LEDGER_RESOLUTIONS: config.resolutions_topic}
     service = ConsumerService(
-        name="dispatcher", schema=SCHEMA, consumes=(config.authorizations_topic, config.reply_topic,
-                                             config.resolutions_topic),
-        priority=(config.reply_topic, config.resolutions_topic),
-        topics=(config.authorizations_topic, config.reply_topic, config.resolutions_topic,
-                config.dispatch_topic, config.effects_topic, *tool_topics),
-        crash_point="dispatcher.after_commit", batch_size=config.batch_size,
-        accepts={config.authorizations_topic: frozenset(
-                     {AUTHORIZATION_ALLOWED, AUTHORIZATION_DENIED, APPROVAL_REQUESTED}),
-                 config.reply_topic: frozenset({EFFECT_RECEIPT_ISSUED}),
-                 config.resolutions_topic: frozenset({RESOLUTION_REQUESTED})})
+        name="dispatcher", schema=SCHEMA,
+        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config)),
+        priority=tuple(names[topic] for topic in PRIORITY),
+        writes=(config.dispatch_topic, config.effects_topic, *tool_topics),
+        crash_point="dispatcher.after_commit", batch_size=config.batch_size)
 
     @asynccontextmanager
     async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
@@ -86,8 +82,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
             await asyncio.gather(*tasks, return_exceptions=True)
             await http.close()
 
-    return await serve(service, settings, DispatcherInbox(stepper, breakers, config),
-                       prepare=lambda pool: migrate_service(pool, SCHEMA),
+    return await serve(service, settings, prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=scheduling,
                        shown=(config,))

@@ -1,5 +1,5 @@
-"""Dispatcher metrics (DESIGN.md §8): attempts per logical call (retry amplification), UNKNOWN
-outcomes, reconciliations, calls needing a person, manual repairs, compensations, stale writes
+"""Dispatcher metrics (docs/design.md §8): attempts per logical call (retry amplification), UNKNOWN
+outcomes, reconciliations, calls needing a person, resolutions, compensations, stale writes
 refused.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
@@ -24,7 +24,7 @@ MANUAL_REVIEW = "manual_review"
 COMPENSATION_SUCCEEDED = "compensations.succeeded"
 COMPENSATION_FAILED = "compensations.failed"
 STALE_WRITE = "stale_writes"
-MANUAL_REPAIR = "manual_repairs"
+RESOLUTION = "resolutions"
 IRREVERSIBLE_UNAPPROVED = "irreversible_without_approval"
 """Sends of a tool that requires approval without one in the capability: must stay 0."""
 
@@ -35,7 +35,7 @@ class DispatcherMetrics:
         self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, LOGICAL_CALL, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
-                                       COMPENSATION_FAILED, STALE_WRITE, MANUAL_REPAIR,
+                                       COMPENSATION_FAILED, STALE_WRITE, RESOLUTION,
                                        IRREVERSIBLE_UNAPPROVED)}
         self.unresolved = 0
         self.oldest_unresolved_s = 0.0
@@ -56,7 +56,7 @@ class DispatcherMetrics:
 
     @property
     def retry_amplification(self) -> float:
-        """attempts / logical_calls (DESIGN.md §5.6); lookups are attempts too."""
+        """attempts / logical_calls (docs/design.md §5.6); lookups are attempts too."""
         calls = self.counts[LOGICAL_CALL]
         return (self.counts[ATTEMPT_SENT] + self.counts[ATTEMPT_LOOKUP]) / calls if calls else 0.0
 

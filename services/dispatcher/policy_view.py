@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from services.dispatcher.authority import Verdict
-from services.policy.engine import Request, evaluate, repair_rule
-from services.policy.loader import PolicyError, load_policy
-from services.policy.watcher import PolicyWatcher
+from shared.policy.engine import Request, evaluate, resolution_rule
+from shared.policy.loader import PolicyError, load_policy
+from shared.policy.watcher import PolicyWatcher
 from shared.contracts.authorizations import GrantedApproval
 from shared.contracts.intake import ToolIntent
 from shared.tools import ToolRegistry
@@ -35,5 +35,5 @@ class PolicyFile:
         request = Request.of(intent, tool, datetime.now(UTC), approvals)
         return evaluate(self.watcher.current, request, usage=None).effect
 
-    def repair_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
-        return repair_rule(self.watcher.current, operator_id, intent, outcome)
+    def resolution_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
+        return resolution_rule(self.watcher.current, operator_id, intent, outcome)

@@ -194,7 +194,7 @@ async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, a
 async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
                even_if_settled: bool = False) -> None:
     """Make the call due now and wake the schedulers (NOTIFY is delivered at commit). A call
-    waiting for nothing stays asleep unless a repair (``even_if_settled``) concerns it."""
+    waiting for nothing stays asleep unless a resolution (``even_if_settled``) concerns it."""
     await conn.execute(f"WITH woken AS (UPDATE {SCHEMA}.calls SET next_action_at = now()"
                        "   WHERE logical_call_id = $1 AND (next_action_at IS NOT NULL OR $2))"
                        f" SELECT pg_notify('{NOTIFY_CHANNEL}', '')",  # one round trip for both
@@ -271,7 +271,7 @@ async def insert_resolution(conn: asyncpg.Connection, event_id: uuid.UUID,
 
 async def pending_resolutions(conn: asyncpg.Connection, call_ids: list[uuid.UUID]
                               ) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
-    """Each call's oldest repair not yet concluded, locked (with any younger ones)."""
+    """Each call's oldest resolution not yet concluded, locked (with any younger ones)."""
     rows = await conn.fetch(
         f"SELECT logical_call_id, event_id, request FROM {SCHEMA}.resolutions"
         " WHERE logical_call_id = ANY($1::uuid[]) AND status = 'pending'"

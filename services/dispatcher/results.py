@@ -1,4 +1,4 @@
-"""Tool output is untrusted data (DESIGN.md §5.9): size-limited, validated against the tool's
+"""Tool output is untrusted data (docs/design.md §5.9): size-limited, validated against the tool's
 result schema, and reduced to the fields the schema declares before anything is promoted."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class _Attempted:
 def attempt_deadline(now: datetime, per_attempt_cap_s: float, run_deadline: datetime,
                      recovery_reserve_s: float) -> datetime:
     """``min(per_attempt_cap, run_deadline - now - recovery_reserve)`` as an instant: a relative
-    timeout that restarted on every attempt would stretch the run's promise (DESIGN.md §5.6)."""
+    timeout that restarted on every attempt would stretch the run's promise (docs/design.md §5.6)."""
     return min(now + timedelta(seconds=per_attempt_cap_s),
                run_deadline - timedelta(seconds=recovery_reserve_s))
 

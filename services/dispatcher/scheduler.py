@@ -4,7 +4,7 @@ do what must happen outside the transaction (crash points, HTTP calls, recording
 Many calls are stepped in one transaction, at most one per run. A step that fails for a reason
 of its own (a bug, a lost race) fails the batch, which is then stepped again with a savepoint
 per call: the failing step is rolled back alone and retried a moment later, the others commit. What the steps read first (leases, runs, attempts,
-pending repairs) is read for the whole batch, a statement each; leases and runs are locked in
+pending resolutions) is read for the whole batch, a statement each; leases and runs are locked in
 run order, so two loops wait for each other instead of deadlocking.
 
 Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
@@ -139,7 +139,7 @@ class Scheduler:
                                      self._settings.lease_ttl_s, now)
             runs = await repo.runs_for_update(conn, list(held))
             attempts = await repo.attempts_of(conn, call_ids)
-            repairs = await repo.pending_resolutions(conn, call_ids)
+            resolutions = await repo.pending_resolutions(conn, call_ids)
             reports = []
             for call in sorted(calls, key=lambda call: call.run_id):
                 if (lease := held.get(call.run_id)) is None:
@@ -148,7 +148,7 @@ class Scheduler:
                     log.warning("took run %s over from %s (fence %d)", call.run_id,
                                 lease.taken_over_from, lease.fence)
                 known = Known(runs[call.run_id], attempts[call.logical_call_id],
-                              repairs.get(call.logical_call_id))
+                              resolutions.get(call.logical_call_id))
                 if isolate:
                     report = await self._step_isolated(uow, call, lease, now, known)
                 else:

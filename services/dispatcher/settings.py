@@ -10,9 +10,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.contracts.effect_requests import EFFECT_RECEIPTS
-from shared.messaging.topics import (LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
-                                     LEDGER_RESOLUTIONS)
+from shared.topology import (EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
+                             LEDGER_EFFECTS, LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -38,7 +37,7 @@ class DispatcherSettings(BaseSettings):
     effects_topic: str = LEDGER_EFFECTS
     """⚑ Committed effects, for any subscriber."""
     resolutions_topic: str = LEDGER_RESOLUTIONS
-    """Operators' manual repairs (``intentledger resolve``)."""
+    """Operators' resolutions (``intentledger resolve``)."""
     reply_topic: str = EFFECT_RECEIPTS
     """Named in every Kafka effect request; downstreams answer there."""
     lease_ttl_s: float = Field(default=10.0, gt=0)
@@ -68,7 +67,7 @@ class DispatcherSettings(BaseSettings):
     """Transactions stepping calls at once in this process."""
     steps_per_transaction: int = Field(default=50, ge=1)
     """Due calls one transaction claims (at most one per run) and steps, each in a savepoint
-    of its own: one commit, one claim and one read of leases, runs, attempts and repairs for
+    of its own: one commit, one claim and one read of leases, runs, attempts and resolutions for
     many steps, where a step alone was a dozen short statements."""
     scan_interval_s: float = Field(default=0.5, gt=0)
     batch_size: int = Field(default=200, ge=1)

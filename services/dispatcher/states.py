@@ -1,9 +1,9 @@
-"""Which state a call may move to from which (DESIGN.md §4); anything else is refused.
+"""Which state a call may move to from which (docs/design.md §4); anything else is refused.
 
 UNKNOWN is reachable only from DISPATCHING or RECONCILING and leaves only through
 reconciliation: there is no edge from UNKNOWN to FAILED, so a lost response can never be
 recorded as a failure without evidence. MANUAL_REVIEW leaves only through an operator's
-repair, which carries the operator's identity and evidence.
+resolution, which carries the operator's identity and evidence.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ CALL_TRANSITIONS = Transitions({
                     S.EXPIRED},
     S.UNKNOWN: {S.RECONCILING, S.MANUAL_REVIEW},
     S.RECONCILING: {S.RECONCILING, S.DISPATCHING, S.SUCCEEDED, S.FAILED, S.MANUAL_REVIEW},
-    S.MANUAL_REVIEW: {S.SUCCEEDED, S.FAILED},  # only by an operator's repair, with evidence
+    S.MANUAL_REVIEW: {S.SUCCEEDED, S.FAILED},  # only by an operator's resolution, with evidence
     S.SUCCEEDED: {S.COMPENSATING},
     S.COMPENSATING: {S.COMPENSATED, S.COMPENSATION_FAILED},
 })

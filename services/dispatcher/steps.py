@@ -1,4 +1,4 @@
-"""One step of one call's life (DESIGN.md §4), taken under the run's lease in one transaction.
+"""One step of one call's life (docs/design.md §4), taken under the run's lease in one transaction.
 
 Kafka consumers only record facts (an authorization arrived, a receipt answered attempt n);
 every decision — record the intent, send, retry, call an outcome UNKNOWN, reconcile, settle,
@@ -97,7 +97,7 @@ class Known:
 
     run: Run
     attempts: list[Attempt]
-    repair: tuple[uuid.UUID, dict[str, Any]] | None
+    resolution: tuple[uuid.UUID, dict[str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class StepReport:
 
 def _producer_of(step: _Step, proof: Attempt) -> Attempt:
     """The attempt that applied the effect: the one a replayed receipt names, else the one that
-    got the answer (DESIGN.md §5.11: the audit names who did it, not who asked afterwards)."""
+    got the answer (docs/design.md §5.11: the audit names who did it, not who asked afterwards)."""
     settled_by = (proof.receipt or {}).get("settled_by_attempt")
     return next((attempt for attempt in step.attempts if attempt.attempt == settled_by), proof)
 
@@ -136,13 +136,13 @@ class Stepper:
 
     async def step(self, uow: UnitOfWork, call: Call, lease: leases.Lease, now: datetime,
                    known: Known) -> StepReport:
-        """``known``: the call's run, attempts and pending repair, read (and locked) in this
+        """``known``: the call's run, attempts and pending resolution, read (and locked) in this
         transaction for the whole batch it belongs to."""
         conn = uow.connection
         tool = self.tool_of(call)
         step = _Step(uow, call, known.run, lease, tool, known.attempts, now, [], [])
-        if known.repair is not None:
-            if await self._repair(step, *known.repair):
+        if known.resolution is not None:
+            if await self._resolve(step, *known.resolution):
                 return StepReport(step.after, step.observed)
         if tool is None:
             await self._unknown_tool(step)
@@ -426,7 +426,7 @@ class Stepper:
                           reason=reason, detail=f"{detail}. Evidence: {evidence or 'no attempts'}")
         step.count(metrics.MANUAL_REVIEW)
         # A compensation whose outcome nobody knows leaves its original COMPENSATING: calling
-        # it failed could make a person compensate twice. The saga waits for the repair.
+        # it failed could make a person compensate twice. The saga waits for the resolution.
 
     async def _unknown_tool(self, step: _Step) -> None:
         """The registry no longer declares the tool (a redeploy removed it)."""
@@ -439,56 +439,56 @@ class Stepper:
         else:
             await repo.postpone(step.conn, step.call, None)
 
-    # -- manual repairs -------------------------------------------------------------------
+    # -- resolutions -------------------------------------------------------------------
 
-    async def _repair(self, step: _Step, event_id, request: dict) -> bool:
-        """Apply an operator's repair (``shared/contracts/resolutions.py``), or record why not;
+    async def _resolve(self, step: _Step, event_id, request: dict) -> bool:
+        """Apply an operator's resolution (``shared/contracts/resolutions.py``), or record why not;
         True when the call was settled by it."""
-        repair = Resolution.model_validate(request)
-        refusal, detail, rule, result = self._repair_refusal(step, repair)
+        resolution = Resolution.model_validate(request)
+        refusal, detail, rule, result = self._resolution_refusal(step, resolution)
         if refusal is not None:
             await repo.conclude_resolution(step.conn, event_id, "refused", f"{refusal}: {detail}")
-            log.warning("repair of %s by %s refused: %s", step.call.logical_call_id,
-                        repair.operator_id, detail)
+            log.warning("resolution of %s by %s refused: %s", step.call.logical_call_id,
+                        resolution.operator_id, detail)
             return False
-        succeeded = repair.outcome == "succeeded"
+        succeeded = resolution.outcome == "succeeded"
         to = S.SUCCEEDED if succeeded else S.FAILED
         reason = DispatchReason.RESOLVED_BY_OPERATOR
         version = await self._move(step, to, next_action_at=None, reason=reason, result=result,
-                                   receipt_id=repair.receipt_id,
+                                   receipt_id=resolution.receipt_id,
                                    succeeded_at=step.now if succeeded else None)
         self._events.call_event(step.uow, TOOL_OUTCOME_RESOLVED, step.call, step.lease, state=to,
                           version=version, attempt=step.latest, reason=reason,
-                          detail=f"{repair.reason} (repair rule {rule})", result=result,
-                          receipt_id=repair.receipt_id, operator_id=repair.operator_id,
-                          evidence=repair.evidence)
+                          detail=f"{resolution.reason} (resolution rule {rule})", result=result,
+                          receipt_id=resolution.receipt_id, operator_id=resolution.operator_id,
+                          evidence=resolution.evidence)
         await repo.conclude_resolution(step.conn, event_id, "applied", None)
-        step.count(metrics.MANUAL_REPAIR)
+        step.count(metrics.RESOLUTION)
         if succeeded:
-            self._events.committed_effect(step.uow, step.call, step.latest, result, repair.receipt_id)
+            self._events.committed_effect(step.uow, step.call, step.latest, result, resolution.receipt_id)
             await self._after_success(step)
         else:
-            await self._after_failure(step, reason, repair.reason)
+            await self._after_failure(step, reason, resolution.reason)
         return True
 
-    def _repair_refusal(self, step: _Step, repair: Resolution):
-        """(reason, detail, rule, result): the refusal, or None with the repair rule that
+    def _resolution_refusal(self, step: _Step, resolution: Resolution):
+        """(reason, detail, rule, result): the refusal, or None with the resolution rule that
         allows it and the validated result fields it promotes."""
         call = step.call
         if call.state not in (S.RECONCILING, S.MANUAL_REVIEW) or step.latest is None:
             return (DispatchReason.CALL_NOT_UNRESOLVED, f"the call is {call.state}", None, None)
         intent = ToolIntent.model_validate(call.intent)
-        rule = self._policy.repair_rule(repair.operator_id, intent, repair.outcome)
+        rule = self._policy.resolution_rule(resolution.operator_id, intent, resolution.outcome)
         if rule is None:
-            return (DispatchReason.REPAIR_NOT_AUTHORIZED, f"no repair rule of policy "
-                    f"{self._policy.current_version()} lets {repair.operator_id} settle it as "
-                    f"{repair.outcome}", None, None)
-        if repair.outcome == "failed":
+            return (DispatchReason.REPAIR_NOT_AUTHORIZED, f"no resolution rule of policy "
+                    f"{self._policy.current_version()} lets {resolution.operator_id} settle it as "
+                    f"{resolution.outcome}", None, None)
+        if resolution.outcome == "failed":
             return None, None, rule, None
         if step.tool is None:
             return (DispatchReason.UNKNOWN_TOOL, "the registry no longer declares the tool whose "
                     "result would be validated", None, None)
-        result, problem = parsed_result(step.tool, repair.result)
+        result, problem = parsed_result(step.tool, resolution.result)
         if problem is not None:
             return DispatchReason.RESULT_INVALID, problem, None, None
         return None, None, rule, result

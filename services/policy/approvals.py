@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from services.policy.document import ApprovalRule
+from shared.policy.document import ApprovalRule
 from shared.contracts.approvals import ApprovalDecision
 from shared.contracts.authorizations import GrantedApproval, PolicyReason
 from shared.contracts.intake import ToolIntent

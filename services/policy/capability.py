@@ -1,7 +1,7 @@
 """Issuing the capability an allow carries: narrow (one intent), expiring, signed.
 
 It expires at the earliest of: the policy's capability lifetime, the intent's deadline and
-every approval in its chain. Authority outlives nothing (DESIGN.md §5.5); the dispatcher
+every approval in its chain. Authority outlives nothing (docs/design.md §5.5); the dispatcher
 checks all of it again at dispatch with ``shared.capabilities.refusal``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from services.policy.engine import Decision
+from shared.policy.engine import Decision
 from shared.capabilities import sign
 from shared.contracts.authorizations import Capability
 from shared.contracts.intake import ToolIntent

@@ -4,7 +4,8 @@ An accepted intent gets exactly one decision (its logical call id is unique): al
 capability, denied with a reason, or awaiting approval. Approvals are recorded whether they
 count or not; the one that completes a quorum re-evaluates the call under the policy in force
 now (authority outlives no policy version) and concludes it. A record that is not what its
-event type says raises PermanentError, so the consumer template dead-letters it.
+event type says raises PermanentError, so the consumer template dead-letters it. Which
+handler applies which event is ``routes.py``.
 """
 
 from __future__ import annotations
@@ -12,29 +13,25 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from pydantic import ValidationError
-
 from services.policy import repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
-from services.policy.document import Policy
-from services.policy.engine import Decision, Request, evaluate
-from services.policy.limits import Usage, applicable_limits, usage_of
+from shared.policy.document import Policy
+from shared.policy.engine import Decision, Request, evaluate
+from shared.policy.limits import Usage, applicable_limits, usage_of
 from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
-from services.policy.watcher import PolicyWatcher
+from shared.policy.watcher import PolicyWatcher
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
 from shared.contracts.authorizations import PolicyReason
-from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED, ToolIntent
+from shared.contracts.intake import ToolIntent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
 from shared.ids import new_event_id
-from shared.messaging.envelope import Envelope
+from shared.messaging.envelope import Envelope, parse
 from shared.tools import Rejection, ToolRegistry
 
 log = logging.getLogger(__name__)
 _DECISION_OF = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
-_NOT_OURS = frozenset({DUPLICATE_PROPOSAL, PROPOSAL_REJECTED})
-"""Intake outcomes that name no new intent: nothing to decide."""
 
 
 class PolicyHandler:
@@ -45,15 +42,8 @@ class PolicyHandler:
         self._secret = secret
         self._topic = topic
 
-    async def __call__(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        if envelope.event_type == PROPOSAL_ACCEPTED:
-            await self._decide(uow, envelope, _parsed(ToolIntent, envelope))
-        elif envelope.event_type in _DECISION_OF:
-            await self._on_approval(uow, envelope, _approval(envelope))
-        elif envelope.event_type not in _NOT_OURS:
-            raise PermanentError(f"the policy does not read {envelope.event_type} events")
-
-    async def _decide(self, uow: UnitOfWork, envelope: Envelope, intent: ToolIntent) -> None:
+    async def decide(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        intent = parse(envelope, ToolIntent)
         policy, now, decision_id = self._policies.current, datetime.now(UTC), new_event_id()
         try:
             tool = self._registry.get(intent.tool_name, intent.tool_version)
@@ -69,8 +59,8 @@ class PolicyHandler:
         if await repo.insert_decision(uow.connection, intent, amount, verdict):
             announce(uow, self._topic, intent, verdict, envelope)
 
-    async def _on_approval(self, uow: UnitOfWork, envelope: Envelope,
-                           approval: ApprovalDecision) -> None:
+    async def on_approval(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        approval = _approval(envelope)
         conn, now = uow.connection, datetime.now(UTC)
         stored = await repo.decision_for_update(conn, approval.logical_call_id)
         refusal = approval_refusal(stored.pending if stored else None, approval, now)
@@ -123,14 +113,7 @@ async def judge(uow: UnitOfWork, policy: Policy, request: Request) -> tuple[Deci
 
 
 def _approval(envelope: Envelope) -> ApprovalDecision:
-    approval = _parsed(ApprovalDecision, envelope)
+    approval = parse(envelope, ApprovalDecision)
     if approval.decision != _DECISION_OF[envelope.event_type]:
         raise PermanentError(f"{envelope.event_type} carries decision {approval.decision!r}")
     return approval
-
-
-def _parsed(model, envelope: Envelope):
-    try:
-        return model.model_validate(envelope.payload)
-    except ValidationError as error:
-        raise PermanentError(f"{envelope.event_type} payload is not a {model.__name__}: {error}") from error

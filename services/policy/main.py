@@ -12,17 +12,18 @@ import asyncpg
 
 from services.policy.handlers import PolicyHandler
 from services.policy.repository import SCHEMA, record_version
+from services.policy.routes import ROUTES
 from services.policy.settings import PolicySettings
 from services.policy.sweep import sweep_forever
-from services.policy.watcher import PolicyWatcher
-from services.registry import expect_migrated, migrate_service
+from shared.policy.watcher import PolicyWatcher
+from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
-from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED
-from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
+from shared.topology import LEDGER_APPROVALS, LEDGER_INTAKE
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +35,14 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     stopping = stopping or stop_on_signals()
     registry = load_registry(policy_settings.tools_file)  # a bad registry stops us here, loudly
     watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
-    topics = (policy_settings.intake_topic, policy_settings.approvals_topic)
-    service = ConsumerService(
-        name="policy", schema=SCHEMA, consumes=topics,
-        topics=(*topics, policy_settings.authorizations_topic), crash_point="policy.after_commit",
-        batch_size=policy_settings.batch_size,
-        accepts={policy_settings.intake_topic: frozenset(
-                     {PROPOSAL_ACCEPTED, DUPLICATE_PROPOSAL, PROPOSAL_REJECTED}),
-                 policy_settings.approvals_topic: frozenset({APPROVAL_GRANTED, APPROVAL_REFUSED})})
     handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
                             policy_settings.authorizations_topic)
+    service = ConsumerService(
+        name="policy", schema=SCHEMA,
+        routes=Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
+                               LEDGER_APPROVALS: policy_settings.approvals_topic}, handler),
+        writes=(policy_settings.authorizations_topic,), crash_point="policy.after_commit",
+        batch_size=policy_settings.batch_size)
 
     async def prepare(pool: asyncpg.Pool) -> None:
         await migrate_service(pool, SCHEMA)
@@ -69,7 +68,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
                 log.error("policy background task failed: %r", failures[0])
                 raise failures[0]
 
-    return await serve(service, settings, handler, prepare=prepare,
+    return await serve(service, settings, prepare=prepare,
                        migrated=lambda pool: expect_migrated(pool, SCHEMA), stopping=stopping,
                        alongside=background, shown=(policy_settings,))
 

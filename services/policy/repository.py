@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 
 from services.policy.approvals import PendingCall
-from services.policy.document import ApprovalRule, Policy
-from services.policy.limits import AllowedTotal
+from shared.policy.document import ApprovalRule, Policy
+from shared.policy.limits import AllowedTotal
 from services.policy.verdicts import Verdict
 from shared.contracts.approvals import ApprovalDecision
 from shared.contracts.authorizations import GrantedApproval

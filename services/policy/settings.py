@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.messaging.topics import LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_INTAKE
+from shared.topology import LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_INTAKE
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from services.policy.capability import issue
-from services.policy.document import ApprovalRule
-from services.policy.engine import Decision, Request
-from services.policy.limits import Usage
+from shared.policy.document import ApprovalRule
+from shared.policy.engine import Decision, Request
+from shared.policy.limits import Usage
 from shared.contracts.authorizations import Capability, PolicyReason
 from shared.contracts.intake import ToolIntent
 

@@ -13,25 +13,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
-
-from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
-                                             AUTHORIZATION_DENIED, ApprovalRequest, Authorization,
-                                             AuthorizationRefusal)
-from shared.contracts.dispatch import DISPATCH_EVENTS, RUN_ABORTED, CallEvent, CallState
-from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
-from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
-                                     ProposalOutcome, ToolIntent)
-from shared.errors import PermanentError
-from shared.messaging.envelope import Envelope
+from shared.contracts.authorizations import (AUTHORIZATION_ALLOWED, AUTHORIZATION_DENIED,
+                                             ApprovalRequest, Authorization, AuthorizationRefusal)
+from shared.contracts.dispatch import RUN_ABORTED, CallEvent, CallState
+from shared.contracts.effects import CommittedEffect
+from shared.contracts.intake import DUPLICATE_PROPOSAL, ProposalOutcome, ToolIntent
+from shared.messaging.envelope import Envelope, parse
 
 INTAKE, POLICY, DISPATCHER = 1, 2, 3
 """Stages of a call's composite version."""
 VALIDATED, AWAITING_APPROVAL = "VALIDATED", "AWAITING_APPROVAL"
 """The projection's states beyond the dispatcher's (a refused proposal is no call at all)."""
-Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -55,6 +49,10 @@ class Delivery:
         return self.envelope.payload
 
     @property
+    def event_type(self) -> str:
+        return self.envelope.event_type
+
+    @property
     def traceparent(self) -> str | None:
         """The consumer continues the event's trace while applying it."""
         return self.envelope.traceparent
@@ -62,7 +60,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Audit:
-    """The history's answer to DESIGN.md §5.11: who, under which policy, which worker and
+    """The history's answer to docs/design.md §5.11: who, under which policy, which worker and
     fence, which attempt, which downstream receipt."""
 
     tenant_id: str | None = None
@@ -137,51 +135,41 @@ class Fact:
         return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
 
 
-def read(delivery: Delivery) -> Fact:
-    """Raises ``PermanentError`` (the record is dead-lettered with the reason) for a payload its
-    event type does not allow — and for an event type this reducer does not know, which is
-    refused rather than silently skipped: replay it once the reducer knows it."""
-    envelope = delivery.envelope
-    kind = envelope.event_type
-    if kind == PROPOSAL_ACCEPTED:
-        intent = _parsed(ToolIntent, envelope)
-        return Fact(delivery, _of_intent(intent), call=_intent_fact(intent, envelope, INTAKE, 1,
-                                                                    VALIDATED))
-    if kind in (DUPLICATE_PROPOSAL, PROPOSAL_REJECTED):
-        return _outcome(delivery, _parsed(ProposalOutcome, envelope))
-    if kind in (AUTHORIZATION_ALLOWED, AUTHORIZATION_DENIED, APPROVAL_REQUESTED):
-        return _decision(delivery)
-    if kind == EFFECT_COMMITTED:
-        effect = _parsed(CommittedEffect, envelope)
-        return Fact(delivery, Audit(effect.tenant_id, effect.principal_id, effect.logical_call_id,
-                                    effect.policy_version, effect.worker_id, effect.fence,
-                                    effect.attempt, effect.downstream_receipt_id))
-    if kind in DISPATCH_EVENTS:
-        return _dispatch(delivery, _parsed(CallEvent, envelope))
-    raise PermanentError(f"{kind}: not a ledger event type this projection knows")
+def accepted(delivery: Delivery) -> Fact:
+    intent = parse(delivery.envelope, ToolIntent)
+    return Fact(delivery, _of_intent(intent), call=_intent_fact(intent, delivery.envelope, INTAKE,
+                                                                1, VALIDATED))
 
 
-def _outcome(delivery: Delivery, outcome: ProposalOutcome) -> Fact:
+def outcome(delivery: Delivery) -> Fact:
     """A duplicate names an existing call under a new provider call id, so it changes no call;
     a refused proposal never became a call, so it counts on its run only."""
     envelope = delivery.envelope
-    audit = Audit(outcome.tenant_id, outcome.principal_id, outcome.logical_call_id)
+    answer = parse(envelope, ProposalOutcome)
+    audit = Audit(answer.tenant_id, answer.principal_id, answer.logical_call_id)
     if envelope.event_type == DUPLICATE_PROPOSAL:
         return Fact(delivery, audit)
-    return Fact(delivery, audit, run=RunFact(envelope.run_id, "rejected", outcome.reason_code,
+    return Fact(delivery, audit, run=RunFact(envelope.run_id, "rejected", answer.reason_code,
                                              envelope.event_id, envelope.occurred_at))
 
 
-def _decision(delivery: Delivery) -> Fact:
+def committed(delivery: Delivery) -> Fact:
+    effect = parse(delivery.envelope, CommittedEffect)
+    return Fact(delivery, Audit(effect.tenant_id, effect.principal_id, effect.logical_call_id,
+                                effect.policy_version, effect.worker_id, effect.fence,
+                                effect.attempt, effect.downstream_receipt_id))
+
+
+def decision(delivery: Delivery) -> Fact:
     envelope = delivery.envelope
     if envelope.event_type == AUTHORIZATION_ALLOWED:
-        decision = _parsed(Authorization, envelope)
+        decision = parse(envelope, Authorization)
         version, state, reason = 2, CallState.AUTHORIZED.value, None
     elif envelope.event_type == AUTHORIZATION_DENIED:
-        decision = _parsed(AuthorizationRefusal, envelope)
+        decision = parse(envelope, AuthorizationRefusal)
         version, state, reason = 2, CallState.DENIED.value, decision.reason_code
     else:
-        decision = _parsed(ApprovalRequest, envelope)
+        decision = parse(envelope, ApprovalRequest)
         version, state, reason = 1, AWAITING_APPROVAL, None  # concluded by an allow or a denial
     intent = decision.intent
     audit = Audit(intent.tenant_id, intent.principal_id, intent.logical_call_id,
@@ -191,8 +179,9 @@ def _decision(delivery: Delivery) -> Fact:
                                                    policy_version=decision.policy_version))
 
 
-def _dispatch(delivery: Delivery, event: CallEvent) -> Fact:
+def dispatched(delivery: Delivery) -> Fact:
     envelope = delivery.envelope
+    event = parse(envelope, CallEvent)
     audit = Audit(event.tenant_id, event.principal_id, event.logical_call_id, event.policy_version,
                   event.worker_id, event.fence, event.attempt, event.receipt_id)
     if envelope.event_type == RUN_ABORTED:
@@ -223,10 +212,3 @@ def _intent_fact(intent: ToolIntent, envelope: Envelope, stage: int, version: in
 
 def _of_intent(intent: ToolIntent) -> Audit:
     return Audit(intent.tenant_id, intent.principal_id, intent.logical_call_id)
-
-
-def _parsed(model: type[Model], envelope: Envelope) -> Model:
-    try:
-        return model.model_validate(envelope.payload)
-    except ValidationError as error:
-        raise PermanentError(f"{envelope.event_type}: {error}") from error

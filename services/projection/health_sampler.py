@@ -22,13 +22,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from shared.db.identifiers import checked_identifier
-from shared.messaging.consumer_service import CONSUMER_GROUPS
+from shared.topology import SERVICE_GROUPS
 from shared.messaging.kafka_security import client_options
 from shared.messaging.outbox import outbox_schemas
 
 log = logging.getLogger(__name__)
-SERVICE_GROUPS = tuple(group for groups in CONSUMER_GROUPS.values() for group in groups)
-"""The consumer groups of this deployment's services."""
 TOTAL = "all"
 RETENTION = "2 hours"
 """Samples older than this are deleted: the console charts one hour."""

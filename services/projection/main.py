@@ -10,12 +10,15 @@ from services.projection.facts import Delivery
 from services.projection.handlers import ProjectionHandler
 from services.projection.health_sampler import sampling
 from services.projection.repository import SCHEMA
+from services.projection.routes import ROUTES
 from services.projection.settings import ProjectionSettings
-from services.registry import expect_migrated, migrate_service
+from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.messaging.consumer import IdempotentConsumer, decode_envelope
 from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
+from shared.topology import LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE
 
 
 def delivered(record: ConsumerRecord) -> Delivery:
@@ -27,9 +30,11 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
                          stopping: asyncio.Event | None = None) -> IdempotentConsumer:
     """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
     config = projection_settings or ProjectionSettings()
+    names = {LEDGER_INTAKE: config.intake_topic, LEDGER_AUTHORIZATIONS: config.authorizations_topic,
+             LEDGER_DISPATCH: config.dispatch_topic, LEDGER_EFFECTS: config.effects_topic}
     service = ConsumerService(
-        name="projection", schema=SCHEMA, consumes=config.ledger_topics,
-        topics=(*config.ledger_topics, config.results_topic), crash_point="projection.after_commit",
+        name="projection", schema=SCHEMA, routes=Router(ROUTES, names),
+        writes=(config.results_topic,), crash_point="projection.after_commit",
         batch_size=config.batch_size, decoder=delivered, set_wise=True)
     return await serve(service, settings, ProjectionHandler(config.results_topic),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 import asyncpg
 
 from services.projection import repository as repo
-from services.projection.facts import Delivery, read
+from services.projection.facts import Delivery
+from services.projection.routes import read
 from services.projection.hashing import run_hash
 from services.projection.reducer import REDUCER_VERSION, CallRow, announced, apply, derive_run
 from shared.errors import PermanentError

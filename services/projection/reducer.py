@@ -137,7 +137,7 @@ def derive_run(run_id: str, calls: Iterable[CallRow], facts: Iterable[RunFact]) 
     elif states - SETTLED:
         status = "running"
     else:
-        status = "completed"  # never while a call is UNKNOWN or waits for a person (DESIGN §4)
+        status = "completed"  # never while a call is UNKNOWN or waits for a person (docs/design.md §4)
     return RunRow(
         run_id=run_id, tenant_id=calls[0].tenant_id, principal_id=calls[0].principal_id,
         status=status, calls=len(calls),

@@ -1,4 +1,4 @@
-"""Replay (DESIGN.md §5 invariant 3): rebuild the read models from the event history alone, into
+"""Replay (docs/design.md §5 invariant 3): rebuild the read models from the event history alone, into
 a scratch schema, with the same reducer; compare per-run projection hashes with the live rows.
 
 The live rows and the history are read in one repeatable-read snapshot, so events the live

@@ -11,7 +11,8 @@ from dataclasses import asdict
 
 import asyncpg
 
-from services.projection.facts import Delivery, Fact, RunFact, read
+from services.projection.facts import Delivery, Fact, RunFact
+from services.projection.routes import read
 from services.projection.hashing import scalar
 from services.projection.reducer import CALL_COLUMNS, RUN_COLUMNS, CallRow, RunRow, columns
 from shared.contracts.dispatch import RUN_ABORTED

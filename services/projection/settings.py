@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.messaging.topics import (AGENT_RESULTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
+from shared.topology import (AGENT_RESULTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
                                      LEDGER_EFFECTS, LEDGER_INTAKE)
 
 

@@ -1,6 +1,6 @@
 """Pure rules of the intake: from a proposal to a named intent, or to the reason it is refused.
 
-Validation order (DESIGN.md §4): size limits and schema happened before (``limits``,
+Validation order (docs/design.md §4): size limits and schema happened before (``limits``,
 ``formats``); here come known tool and version, canonical arguments, tenant and resource
 binding (inside canonicalization), the operation key; run state and budgets follow in the
 handler because they need the database.

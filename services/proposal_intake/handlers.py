@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import ClassVar
 from datetime import UTC, datetime, timedelta
 
 from aiokafka import ConsumerRecord
@@ -30,12 +31,18 @@ from shared.tools import Rejection, ToolRegistry
 log = logging.getLogger(__name__)
 
 
+PROPOSAL = "Proposal"
+"""What every record on ``agent.proposals`` is to the routing table: agents send raw JSON in
+one of the formats of ``formats.py``, not our envelope, so the decoder names them all so."""
+
+
 @dataclass(frozen=True)
 class RawProposal:
     """An agent's record, identified by the record itself: a redelivered record is a duplicate
     for the inbox, while the same proposal sent again (a new record) is answered as a
     DuplicateProposal through its operation key."""
 
+    event_type: ClassVar[str] = PROPOSAL
     event_id: uuid.UUID
     value: bytes
     traceparent: str | None = None
@@ -55,7 +62,7 @@ class Intake:
         self._registry = registry
         self._settings = settings
 
-    async def __call__(self, uow: UnitOfWork, raw: RawProposal) -> None:
+    async def take(self, uow: UnitOfWork, raw: RawProposal) -> None:
         outcomes = Outcomes(uow, raw.event_id, results_topic=self._settings.results_topic,
                             intake_topic=self._settings.intake_topic)
         try:

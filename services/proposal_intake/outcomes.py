@@ -12,7 +12,7 @@ from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROP
                                      ProposalOutcome, ToolIntent)
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
-from shared.messaging.topics import AGENT_RESULTS, LEDGER_INTAKE
+from shared.topology import AGENT_RESULTS, LEDGER_INTAKE
 
 PRODUCER = "proposal-intake"
 

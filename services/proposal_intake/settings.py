@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.proposal_intake.limits import Limits
-from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
 
 
 class TenantLimits(BaseModel):

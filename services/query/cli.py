@@ -40,7 +40,7 @@ async def runs_list(settings: Settings, filters: RunFilters, as_json: bool) -> i
 
 async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
     """The run, its calls and its whole timeline: who, under which policy, which worker and
-    fence, which attempt, which receipt (DESIGN.md §5 invariant 11)."""
+    fence, which attempt, which receipt (docs/design.md §5 invariant 11)."""
     async with _operator(settings) as conn:
         detail = await reads.get_run(conn, run_id)
         events = await _whole_timeline(conn, run_id)

@@ -75,7 +75,7 @@ async def replay(conn: asyncpg.Connection, bootstrap: str, schema: str, id_: int
 
 async def _publish(bootstrap: str, row: asyncpg.Record) -> None:
     headers = json.loads(row["headers"])
-    key = headers.get("run_id")  # the partition key of every ledger topic (DESIGN.md §2)
+    key = headers.get("run_id")  # the partition key of every ledger topic (docs/design.md §2)
     producer = AIOKafkaProducer(**client_options(bootstrap), acks="all", enable_idempotence=True)
     await producer.start()
     try:

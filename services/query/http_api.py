@@ -18,7 +18,7 @@ import asyncpg
 from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
 
-from services.console.web import CONSOLE, PREFIX as CONSOLE_PREFIX, Console, add_console, secured
+from services.query.console.web import CONSOLE, PREFIX as CONSOLE_PREFIX, Console, add_console, secured
 from services.query.access import Access, access_for, scoped
 from services.query.endpoints import ENDPOINTS, Endpoint
 from services.query.errors import QueryError, invalid_cursor, not_found

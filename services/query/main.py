@@ -1,31 +1,32 @@
 """Composition root of the query API process: a pool, the migrations its row-level security
 depends on, and the HTTP server (the API and the operator console) until SIGTERM. Ready once
 PostgreSQL answers and those migrations are applied. Its only Kafka client is the console's
-resolve form, which publishes an operator's repair when one is made."""
+resolve form, which publishes an operator's resolution when one is made."""
 
 from __future__ import annotations
 
 import asyncio
 
-from services.console.sessions import Sessions
-from services.console.settings import ConsoleSettings
-from services.console.web import Console
+from services.query.console.sessions import Sessions
+from services.query.console.settings import ConsoleSettings
+from services.query.console.web import Console
 from services.query.http_api import Ports, serving
 from services.query.settings import QuerySettings
-from services.registry import expect_migrated, migrate_service
+from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.health import Health
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
+from shared.topology import LEDGER_RESOLUTIONS
 
 
 async def run_query(settings: Settings, query_settings: QuerySettings | None = None,
                     stopping: asyncio.Event | None = None,
                     started: asyncio.Future[Ports] | None = None,
                     console_settings: ConsoleSettings | None = None,
-                    resolutions_topic: str | None = None) -> None:
+                    resolutions_topic: str = LEDGER_RESOLUTIONS) -> None:
     """Serve until ``stopping`` is set; ``started`` receives the bound ports (tests ask for 0)."""
     query_settings = query_settings or QuerySettings()
     console_settings = console_settings or ConsoleSettings()

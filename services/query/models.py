@@ -62,7 +62,7 @@ class RunDetail(BaseModel):
 
 
 class TimelineEvent(BaseModel):
-    """One event of the history with the audit fields of DESIGN.md §5 invariant 11."""
+    """One event of the history with the audit fields of docs/design.md §5 invariant 11."""
 
     position: int = Field(description="Order of arrival in the history; the timeline's order.")
     event_id: uuid.UUID

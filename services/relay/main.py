@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from services.registry import expect_migrated
+from shared.db.schemas import expect_migrated
 from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay

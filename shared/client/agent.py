@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.contracts.proposals import proposal_record_id
 from shared.messaging.kafka_security import client_options
-from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS
+from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS
 from shared.tracing import current_traceparent
 
 

@@ -30,4 +30,4 @@ class ApprovalDecision(BaseModel):
     reason: str | None = Field(default=None, max_length=2000)
     decided_at: AwareDatetime
     expires_at: AwareDatetime | None = Field(
-        default=None, description="Required for a grant: authority outlives nothing (DESIGN §5.5).")
+        default=None, description="Required for a grant: authority outlives nothing (docs/design.md §5.5).")

@@ -3,7 +3,7 @@ projection read them).
 
 An allow carries a **capability**: a narrow, expiring, tamper-evident grant for exactly one
 intent (its run, call, operation key, tool, principal, tenant and argumentsHash) under one
-policy version and approval chain. The dispatcher checks it again at dispatch (DESIGN.md §5.5):
+policy version and approval chain. The dispatcher checks it again at dispatch (docs/design.md §5.5):
 holding one is necessary, never sufficient.
 """
 

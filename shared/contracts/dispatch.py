@@ -2,7 +2,7 @@
 auditors read it). Every event carries the call's state and version after the transition (so
 a reader applies them with a compare-and-swap), the worker and fence that made it, and the
 attempt it concerns: enough to answer, for any effect, who, under which policy, by which
-worker and fence, in which attempt, with which receipt (DESIGN.md §5.11).
+worker and fence, in which attempt, with which receipt (docs/design.md §5.11).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ DISPATCH_EVENTS = (DISPATCH_INTENT_RECORDED, DISPATCH_REFUSED, TOOL_ATTEMPT_STAR
 
 
 class CallState(StrEnum):
-    """DESIGN.md §4, from where the dispatcher takes over (AUTHORIZED) onwards."""
+    """docs/design.md §4, from where the dispatcher takes over (AUTHORIZED) onwards."""
 
     AUTHORIZED = "AUTHORIZED"
     INTENT_RECORDED = "INTENT_RECORDED"
@@ -96,6 +96,6 @@ class CallEvent(BaseModel):
     receipt_id: str | None = None
     result: dict[str, Any] | None = Field(default=None, description="Validated fields only.")
     compensates: uuid.UUID | None = None
-    operator_id: str | None = Field(default=None, description="Who repaired it by hand.")
+    operator_id: str | None = Field(default=None, description="Who resolved it by hand.")
     evidence: str | None = Field(default=None, description="What the operator checked.")
     at: AwareDatetime

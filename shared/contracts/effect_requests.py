@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from shared.topology import EFFECT_RECEIPTS
+
 EFFECT_REQUESTED = "EffectRequested"
 EFFECT_LOOKUP_REQUESTED = "EffectLookupRequested"
 EFFECT_RECEIPT_ISSUED = "EffectReceiptIssued"
-EFFECT_RECEIPTS = "effects.receipts"
-"""The reply topic the dispatcher names in its requests (and consumes)."""
 
 MAX_FENCE = 2**63 - 1
 """Fences and attempt numbers are stored as PostgreSQL bigint and integer."""

@@ -1,6 +1,6 @@
 """⚑ ``ledger.effects`` (outbound): effects that committed downstream, for any subscriber.
 
-One event per committed business effect, carrying what an audit asks (DESIGN.md §5.11): which
+One event per committed business effect, carrying what an audit asks (docs/design.md §5.11): which
 principal, which policy version, which worker and fence, which attempt, which downstream
 receipt. A compensation is an effect of its own, naming the effect it compensates. Only parsed
 result fields validated against the tool's result schema appear in ``result``.

@@ -137,7 +137,7 @@ class Trigger(_Strict):
 
 
 class Inject(_Strict):
-    """Arm a named fault point (DESIGN.md §6) in a service from its start.
+    """Arm a named fault point (docs/design.md §6) in a service from its start.
 
     ``exit`` kills the process at the point (its facts are snapshotted under this fault's id,
     then it is restarted unless ``restart`` is false); ``drop`` loses the answer after the work

@@ -37,7 +37,7 @@ class _Contract(BaseModel):
 
 
 class ToolIntent(_Contract):
-    """One business intent, durable before anything is dispatched (DESIGN.md §3)."""
+    """One business intent, durable before anything is dispatched (docs/design.md §3)."""
 
     run_id: str
     provider: str

@@ -2,10 +2,10 @@
 could not settle (UNKNOWN, RECONCILING or MANUAL_REVIEW), with evidence.
 
 Published by ``intentledger resolve`` or any Kafka client; read by the dispatcher, which owns
-the call's state. A repair is applied only if the policy's ``repairs`` name the operator for the
+the call's state. A resolution is applied only if the policy's ``resolutions`` name the operator for the
 call's tenant, tool and outcome (never the call's own principal), and only while the call is
 unresolved; it becomes a ``ToolOutcomeResolved`` event carrying the operator and the evidence.
-A ``succeeded`` repair must name the downstream's receipt and give the result fields the tool's
+A ``succeeded`` resolution must name the downstream's receipt and give the result fields the tool's
 result schema requires: it then counts as a committed effect like any other.
 """
 
@@ -38,5 +38,5 @@ class Resolution(BaseModel):
     @model_validator(mode="after")
     def _succeeded_names_its_effect(self) -> Resolution:
         if self.outcome == "succeeded" and (self.receipt_id is None or self.result is None):
-            raise ValueError("a succeeded repair names the downstream receipt and its result")
+            raise ValueError("a succeeded resolution names the downstream receipt and its result")
         return self

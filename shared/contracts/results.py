@@ -7,7 +7,7 @@ by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state the p
 records is announced once, and the latest is always announced (when the ledger's events
 arrive late, an earlier settled state may be skipped).
 
-Tool output is untrusted data (DESIGN.md §5.9): ``result`` holds only the fields the tool's
+Tool output is untrusted data (docs/design.md §5.9): ``result`` holds only the fields the tool's
 result schema declares, validated and size-checked by the dispatcher before it recorded them.
 Nothing else a downstream said — raw receipts, free-text details that may quote it — is ever
 copied here, so none of it can reach the model as an instruction.

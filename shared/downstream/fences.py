@@ -2,7 +2,7 @@
 
 The dispatcher advances a run's fence on every takeover and stamps it on every request. A
 resource that remembers the highest fence it has seen per run can refuse a lower one, which is
-what makes a paused-then-resumed worker harmless (DESIGN.md §5.7). The check and the domain
+what makes a paused-then-resumed worker harmless (docs/design.md §5.7). The check and the domain
 write belong in one transaction, behind the row lock taken here.
 
 DDL (copy it into the service's migration)::

@@ -18,7 +18,7 @@ same key applies it again: a double charge) or a key with no effect (the retry i
 
 Two transactions racing on one key serialise on the primary key: the second ``INSERT``
 waits for the first to commit (it then sees the recorded response) or to roll back (it then
-claims the key itself). The table's DDL is in ``services/wallet/migrations/0001_wallet.sql``;
+claims the key itself). The table's DDL is in ``downstreams/wallet/migrations/0001_wallet.sql``;
 copy it.
 """
 

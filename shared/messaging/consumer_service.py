@@ -26,10 +26,12 @@ from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.health import Health, NotReady
 from shared.messaging.admin import ensure_topics
-from shared.messaging.consumer import (Accepts, BatchHandler, Decoder, Handler,
-                                      IdempotentConsumer, decode_envelope)
+from shared.messaging.consumer import (BatchHandler, Decoder, Handler, IdempotentConsumer,
+                                      decode_envelope)
 from shared.messaging.kafka_security import configured, new_broker
+from shared.messaging.routes import Router
 from shared.messaging.subscription import subscribe
+from shared.topology import priority_group
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.runtime import service_runtime
 
@@ -47,15 +49,15 @@ class ConsumerService:
     name: str
     """Kebab-case service name: its consumer group and ``intentledger-<name>`` in pg_stat_activity."""
     schema: str
-    consumes: str | tuple[str, ...]
-    """The topic, or topics, it applies; one consumer group and one inbox for all of them."""
-    topics: tuple[str, ...]
-    """Every topic it reads or writes, created at start when missing."""
+    routes: Router
+    """Its routing table: the topics it applies (one inbox for all of them) and the event
+    types each may carry; others are dead-lettered."""
+    writes: tuple[str, ...]
+    """The topics its outbox names; they and the consumed ones are created at start when
+    missing."""
     crash_point: str
     batch_size: int = 500
     decoder: Decoder = decode_envelope
-    accepts: Accepts | None = None
-    """Per consumed topic, the event types it may carry; others are dead-lettered."""
     set_wise: bool = False
     """The handler applies a batch's fresh events in one call (a ``BatchHandler``)."""
     priority: tuple[str, ...] = ()
@@ -67,19 +69,8 @@ class ConsumerService:
     start-up a rebalance (3 s, a heartbeat interval, before anything is consumed)."""
 
 
-def priority_group(service: str) -> str:
-    return f"{service}-priority"
-
-
-CONSUMER_GROUPS = {"proposal-intake": ("proposal-intake",), "policy": ("policy",),
-                   "dispatcher": ("dispatcher", priority_group("dispatcher")),
-                   "projection": ("projection",), "wallet": ("wallet",), "warehouse": ("warehouse",)}
-"""Per consuming service of this project, the consumer groups its processes consume in: its
-name, and the priority lane of the one service that has ``priority`` topics. The one list that
-quiescence checks, lag samples and the benchmark count from."""
-
-
-async def serve(service: ConsumerService, settings: Settings, handler: Handler | BatchHandler, *,
+async def serve(service: ConsumerService, settings: Settings,
+                handler: Handler | BatchHandler | None = None, *,
                 prepare: Callable[[asyncpg.Pool], Awaitable[object]],
                 migrated: Callable[[asyncpg.Pool], Awaitable[object]],
                 stopping: asyncio.Event,
@@ -91,8 +82,10 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler |
     (readiness). ``alongside`` serves something else on the same pool while consuming (the
     wallet's HTTP API, the dispatcher's scheduler): entered once the broker is started, left
     before it stops; what it yields, if anything, are tasks the process is not alive without.
-    ``shown``: the service's settings, for the configuration line."""
+    ``handler`` applies the admitted events; by default the routing table does, event by
+    event. ``shown``: the service's settings, for the configuration line."""
     health = Health(service.name, *READINESS)
+    consumes = service.routes.topics
     async with service_runtime(health, settings, *shown, configured()):
         endpoints = settings.endpoints
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
@@ -105,14 +98,15 @@ async def serve(service: ConsumerService, settings: Settings, handler: Handler |
                                                     stopping=stopping):
                 with attempt:
                     await prepare(pool)
-                    await ensure_topics(endpoints.kafka_bootstrap, list(service.topics))
+                    await ensure_topics(endpoints.kafka_bootstrap,
+                                        list(dict.fromkeys((*consumes, *service.writes))))
             health.ready_when("migrations", lambda: migrated(pool))
-            consumer = IdempotentConsumer(service.name, service.schema, pool, handler,
-                                          decoder=service.decoder, accepts=service.accepts,
+            consumer = IdempotentConsumer(service.name, service.schema, pool,
+                                          handler or service.routes, decoder=service.decoder,
+                                          accepts=service.routes.accepts,
                                           set_wise=service.set_wise)
             broker = new_broker(endpoints.kafka_bootstrap, logger=None,
                                 graceful_timeout=SHUTDOWN_GRACE_S)
-            consumes = (service.consumes,) if isinstance(service.consumes, str) else service.consumes
             lanes = {service.name: [t for t in consumes if t not in service.priority],
                      priority_group(service.name): [t for t in consumes if t in service.priority]}
             subscribers = [subscribe(broker, consumer, *topics, group_id=group,

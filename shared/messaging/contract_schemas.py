@@ -29,7 +29,7 @@ from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
-from shared.messaging.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
+from shared.topology import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
                                      LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
                                      LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
@@ -93,7 +93,7 @@ def approvals_schema() -> dict[str, Any]:
 
 
 def resolutions_schema() -> dict[str, Any]:
-    """Inbound from operators: a manual repair of a call reconciliation could not settle."""
+    """Inbound from operators: a resolution of a call reconciliation could not settle."""
     return _enveloped(LEDGER_RESOLUTIONS, "An operator settles by hand, with evidence, a call "
                                           "left UNKNOWN or in MANUAL_REVIEW.",
                       [Resolution], [_payload_is("Resolution")],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
@@ -82,3 +82,16 @@ def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Enve
         if name in header_values and header_values[name] != expected.get(name):
             raise PermanentError(f"header {name}={header_values[name]!r} disagrees with the value")
     return envelope
+
+
+Payload = TypeVar("Payload", bound=BaseModel)
+
+
+def parse(envelope: Envelope, model: type[Payload]) -> Payload:
+    """The envelope's payload as ``model``; a payload its event type does not allow is a
+    ``PermanentError``, so the consumer template dead-letters the record with the reason."""
+    try:
+        return model.model_validate(envelope.payload)
+    except ValidationError as error:
+        raise PermanentError(f"{envelope.event_type} payload is not a {model.__name__}: "
+                             f"{error}") from error

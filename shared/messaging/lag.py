@@ -1,4 +1,4 @@
-"""Consumer lag (DESIGN.md §8): how far each consumer group is behind each partition it reads.
+"""Consumer lag (docs/design.md §8): how far each consumer group is behind each partition it reads.
 
 Measured after every applied batch from what the fetch already told us (the partition's high
 watermark), so it costs no extra request: ``highwater - (last applied offset + 1)``. Exported

@@ -131,9 +131,9 @@ _DISPATCH_REASON = {
                                       "the original call's arguments and result",
     "resolved_by_operator": "an operator settled the call by hand, with evidence (the event "
                             "names them)",
-    "repair_not_authorized": "the policy's repairs do not let this operator settle this call "
+    "repair_not_authorized": "the policy's resolutions do not let this operator settle this call "
                              "this way (and never the call's own principal)",
-    "call_not_unresolved": "a manual repair arrived for a call that is not RECONCILING or in "
+    "call_not_unresolved": "a resolution arrived for a call that is not RECONCILING or in "
                            "MANUAL_REVIEW",
 }
 

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.contracts.effect_requests import EFFECT_RECEIPTS
 from shared.contracts.fault_protocol import FaultProtocol
 from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
                                                authorizations_schema, dispatch_schema, resolutions_schema,
@@ -24,6 +23,7 @@ from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approva
                                                ledger_intake_schema, proposals_schema,
                                                results_schema)
 from shared.messaging.envelope import Envelope
+from shared.topology import EFFECT_RECEIPTS
 from shared.messaging.reason_catalog import reason_codes
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"

@@ -41,7 +41,7 @@ def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
               crash_point: str = "consumer.after_commit_before_ack",
               commit_interval_s: float = COMMIT_INTERVAL_S) -> BatchSubscriber:
     """``crash_point`` names the window between the database commit and the offset commit
-    (DESIGN.md §6 calls it ``intake.after_commit`` for the intake). Returns the subscriber, whose
+    (docs/design.md §6 calls it ``intake.after_commit`` for the intake). Returns the subscriber, whose
     aiokafka consumer (once started) the health checks ask about its partitions."""
     failures = 0
     commits = CoalescedCommits(commit_interval_s)

@@ -16,12 +16,12 @@ import uuid
 import pytest
 from playwright.async_api import expect
 
-from services.console.settings import ConsoleSettings, ConsoleUser
+from services.query.console.settings import ConsoleSettings, ConsoleUser
 from shared import faults
 from tests.browser.conftest import screenshot
 from tests.support.dispatch import call_row, settled
 from tests.support.pipeline import answer, debit, names, propose
-from tests.support.pipeline_stack import POLICY, REPAIRS, pipeline, pipeline_stage, projected
+from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
 from tests.support.query_api import query_api
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique
 from tests.support.wallet import debits_under, new_wallet
@@ -51,7 +51,7 @@ async def test_an_operator_finds_the_stuck_run_reads_its_timeline_and_resolves_i
     principal = f"agent-{tag}"
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
-    stage.write_policy({**POLICY, "repairs": REPAIRS})
+    stage.write_policy({**POLICY, "resolutions": RESOLUTIONS})
     async with pipeline(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}), \
             query_api(endpoints, {}, console=OPERATOR, resolutions_topic=stage.resolutions) as api:
         await propose(stage, debit(run_id, principal, wallet_id, "25.00", call_id="call-c",

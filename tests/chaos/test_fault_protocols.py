@@ -29,7 +29,7 @@ def _chaos(endpoints, infra_settings, *files: Path, timeout: float) -> subproces
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
     if infra_settings is not None:  # outages stop and start the session's own processes
         env["INTENTLEDGER_HOME"] = str(infra_settings.home)
-    return subprocess.run([sys.executable, "-m", "services.cli", "chaos", "run", *map(str, files)],
+    return subprocess.run([sys.executable, "-m", "intentledger.cli", "chaos", "run", *map(str, files)],
                           env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 

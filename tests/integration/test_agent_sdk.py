@@ -75,7 +75,7 @@ async def test_the_cli_proposes_and_prints_the_outcome(endpoints):
 async def _cli(endpoints, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
-    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli", *args],
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "intentledger.cli", *args],
                                    env=env, capture_output=True, text=True, timeout=60)
 
 

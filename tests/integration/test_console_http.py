@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import aiohttp
 import pytest
 
-from services.console.settings import ConsoleSettings, ConsoleUser
-from services.console.web import CONTENT_SECURITY_POLICY
-from services.registry import migrate_service
+from services.query.console.settings import ConsoleSettings, ConsoleUser
+from services.query.console.web import CONTENT_SECURITY_POLICY
+from shared.db.schemas import migrate_service
 from tests.support.kafka import create_topic, read_topic, unique_topic
 from tests.support.query_api import query_api
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique

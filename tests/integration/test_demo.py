@@ -22,7 +22,7 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url,
            "INTENTLEDGER_HOME": str(tmp_path / "home")}
     result = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "services.cli", "demo"], env=env,
+        subprocess.run, [sys.executable, "-m", "intentledger.cli", "demo"], env=env,
         capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "delivered twice, applied 1x" in result.stdout
@@ -49,7 +49,7 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
                 assert runs.status == 200 and (await runs.json())["items"]
     finally:
         down = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "services.cli", "infra", "down"], env=env,
+            subprocess.run, [sys.executable, "-m", "intentledger.cli", "infra", "down"], env=env,
             capture_output=True, text=True, timeout=60)
     assert "stopped the demo's console" in down.stdout, down.stdout + down.stderr
-    assert not processes.is_alive(recorded["pid"], "services.cli serve query")
+    assert not processes.is_alive(recorded["pid"], "intentledger.cli serve query")

@@ -16,12 +16,12 @@ from services.dispatcher import metrics
 from services.dispatcher.main import run_dispatcher
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.repository import unresolved
-from services.dispatcher.resolve_cli import Repair, resolve
+from shared.operator.resolve import ResolutionRequest, resolve
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared.config import Settings
 from shared.messaging import lag
-from shared.messaging.operator_publish import publish
+from shared.operator.publish import publish
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
                                     call_row, debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
@@ -81,7 +81,7 @@ async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):
 
 
 async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
-    """DESIGN §1: the wallet commits, its answer is lost; the call is UNKNOWN (never FAILED)
+    """docs/design.md §1: the wallet commits, its answer is lost; the call is UNKNOWN (never FAILED)
     until a lookup by operation key finds the debit. One debit, two attempts.
 
     Every send's receipt is dropped, not only the first: were the wallet's batch rolled back
@@ -162,27 +162,27 @@ async def test_no_replay_once_the_downstream_may_have_forgotten_the_key(stage, p
 
 
 async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage, pool):
-    """MANUAL_REVIEW leaves only through a repair the policy allows: the requester's own is
+    """MANUAL_REVIEW leaves only through a resolution the policy allows: the requester's own is
     refused, an operator's is applied as ToolOutcomeResolved naming them and their evidence,
     and the effect is on ledger.effects like any other."""
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
     intent = debit_intent(wallet_id, 1000)
-    repairs = {**ALLOW_ALL, "repairs": [{"name": "ops", "operators": ["operator:*"],
+    resolutions = {**ALLOW_ALL, "resolutions": [{"name": "ops", "operators": ["operator:*"],
                                          "tenants": ["acme"], "tools": ["wallet.*"]}]}
     async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
-        await authorize(stage, intent, version=stage.write_policy(repairs))
+        await authorize(stage, intent, version=stage.write_policy(resolutions))
         assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
         recorded = await lookup_receipt(pool, intent.operation_key)
         receipt_id = recorded["receipt_id"]
-        repair = partial(Repair, intent.logical_call_id, "succeeded", reason="lookups were off",
+        resolution = partial(ResolutionRequest, intent.logical_call_id, "succeeded", reason="lookups were off",
                          evidence=f"wallet statement: receipt {receipt_id}", receipt_id=receipt_id,
                          result=recorded["result"])
-        own = await resolve(stage.endpoints, repair(operator_id=intent.principal_id),
+        own = await resolve(stage.endpoints, resolution(operator_id=intent.principal_id),
                             topic=stage.resolutions)
         assert (own["status"], own["state"]) == ("refused", "MANUAL_REVIEW")
         assert own["reason"].startswith("repair_not_authorized")
-        applied = await resolve(stage.endpoints, repair(operator_id="operator:dana"),
+        applied = await resolve(stage.endpoints, resolution(operator_id="operator:dana"),
                                 topic=stage.resolutions)
         assert (applied["status"], applied["state"]) == ("applied", "SUCCEEDED")
     assert await debits_under(pool, intent.operation_key) == 1

@@ -1,4 +1,4 @@
-"""Faults injected into a real dispatcher process (DESIGN.md §5, §6): killed at its named crash
+"""Faults injected into a real dispatcher process (docs/design.md §5, §6): killed at its named crash
 points, paused while another replica takes its runs over, facing a wallet that commits and
 loses its answer or always fails. Outcomes are read from the wallet's tables and the
 dispatcher's records: one debit, the attempts made, the stale writes refused."""
@@ -19,7 +19,7 @@ from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
-from shared.messaging.operator_publish import publish
+from shared.operator.publish import publish
 from tests.support.dispatch import (Stage, attempts, authorization, call_row, call_state,
                                     debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
@@ -231,7 +231,7 @@ async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stag
     """The saga: reserve stock, debit the wallet, ship; the carrier refuses the shipment. The
     debit is refunded, then the reservation released — each a new effect with its own key —
     although the dispatcher is killed right after requesting the first compensation."""
-    from services.warehouse.handlers import stock_sku
+    from downstreams.warehouse.handlers import stock_sku
     from tests.support.dispatch import running_warehouse_on
 
     wallet_id = await new_wallet(pool, 10_000)

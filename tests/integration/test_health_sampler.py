@@ -13,7 +13,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from services.projection.health_sampler import (HealthSampler, bucket_of, sample_consumer_lag,
                                                 sample_relay_backlog)
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from shared.db.migrations import migrate, plan_for
 from tests.support.kafka import create_topic, unique_topic
 from tests.support.query_rows import unique

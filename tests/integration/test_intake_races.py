@@ -10,7 +10,7 @@ import pytest
 from services.proposal_intake.handlers import Intake, RawProposal
 from services.proposal_intake.repository import SCHEMA
 from services.proposal_intake.settings import IntakeSettings
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from shared.db.unit_of_work import UnitOfWork
 from shared.tools import load_registry
 from tests.support.intake import generic, new_run

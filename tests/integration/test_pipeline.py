@@ -4,7 +4,7 @@ on this test's topics, one relay publishing all their outboxes. Every test asser
 service recorded (intake answers, policy decisions and approvals, dispatcher calls and attempts)
 and the business outcome in the wallet's own tables.
 
-Invariant 4 (DESIGN.md §5): ``dispatch_count == 0`` means no dispatcher call or attempt and no
+Invariant 4 (docs/design.md §5): ``dispatch_count == 0`` means no dispatcher call or attempt and no
 debit for that intent. Absence is asserted only once a position proves it would have shown:
 the event that could have caused a dispatch is in the next service's inbox."""
 
@@ -21,7 +21,7 @@ import pytest
 from services.dispatcher.main import run_dispatcher
 from services.policy.main import run_policy
 from services.proposal_intake.main import run_intake
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared.config import Settings
@@ -121,7 +121,7 @@ async def test_an_agents_debit_is_authorized_applied_once_and_audited(stage, poo
 
 async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
     """The agent's traceparent header becomes the trace of everything the proposal causes:
-    the intake's, the policy's, the dispatcher's and the wallet's events (DESIGN.md §8)."""
+    the intake's, the policy's, the dispatcher's and the wallet's events (docs/design.md §8)."""
     run_id, tag = names()
     trace_id = uuid.uuid4().hex
     stage.write_policy(policy(CAPPED))

@@ -18,15 +18,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from services.policy import load_policy
-from services.policy.approve_cli import Answer, send_answer
-from services.policy.document import ApprovalRule
+from shared.policy import load_policy
+from shared.operator.approve import Answer, send_answer
+from shared.policy.document import ApprovalRule
 from services.policy.main import run_policy
 from services.policy.repository import SCHEMA, insert_decision, record_version
 from services.policy.settings import PolicySettings
 from services.policy.sweep import sweep_once
 from services.policy.verdicts import Verdict
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from shared import faults
 from shared.capabilities import refusal
 from shared.config import Endpoints, Settings
@@ -460,5 +460,5 @@ async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_appro
 async def _cli(endpoints: Endpoints, *args: str, **env: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **env}
-    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "services.cli", *args],
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "intentledger.cli", *args],
                                    env=env, capture_output=True, text=True, timeout=60)

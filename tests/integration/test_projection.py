@@ -1,7 +1,7 @@
 """The projection on real Kafka and PostgreSQL: the read models depend on the set of ledger events
 only — not on their order across or within topics, not on duplicates, not on a crash between
 applying and committing — and a replay of the history rebuilds them to the same hash
-(DESIGN.md §5 invariant 3). Each test publishes its own runs to its own topics and asserts per
+(docs/design.md §5 invariant 3). Each test publishes its own runs to its own topics and asserts per
 run: the ``projection`` schema is shared."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from services.projection.reducer import SETTLED
 from services.projection.replay import first_difference, replay
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from shared import faults
 from shared.contracts.dispatch import TOOL_ATTEMPT_STARTED, TOOL_EFFECT_RECONCILED
 from shared.faults import EXIT_CODE
@@ -199,7 +199,7 @@ async def test_replay_verify_passes_then_names_a_row_changed_by_hand(pool, endpo
     async with projecting(endpoints, topics):
         await publish(endpoints.kafka_bootstrap, topics, story.events)
         assert await applied(pool, story.events)
-    command = [sys.executable, "-m", "services.cli", "replay", "--run", story.run_id, "--verify"]
+    command = [sys.executable, "-m", "intentledger.cli", "replay", "--run", story.run_id, "--verify"]
     env = {"INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
     agreed = subprocess.run(command, env=os.environ | env, capture_output=True, text=True,

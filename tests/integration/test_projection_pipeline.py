@@ -1,7 +1,7 @@
 """The whole pipeline with the projection behind it, on real Kafka and PostgreSQL: an agent's
 debit goes through the intake, the policy, the dispatcher and the wallet, and the projection's
 read models, event history and agent.results announcement agree with what the dispatcher and
-the wallet recorded; a call left to a person is repaired, and the run completes with the
+the wallet recorded; a call left to a person is resolved, and the run completes with the
 operator's evidence in its timeline. Every service runs on this test's topics (the projection's
 schema is shared by tests: every assertion is about this test's run)."""
 
@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from services.dispatcher.resolve_cli import Repair, resolve
+from shared.operator.resolve import ResolutionRequest, resolve
 from services.projection.replay import replay
 from shared import faults
 from tests.support.dispatch import attempts, call_row, settled
 from tests.support.kafka import read_topic
 from tests.support.pipeline import answer, debit, names, propose
-from tests.support.pipeline_stack import POLICY, REPAIRS, pipeline, pipeline_stage, projected
+from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
 from tests.support.wallet import new_wallet
 
 pytestmark = pytest.mark.infra
@@ -69,15 +69,15 @@ async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wall
     assert verdict.replayed_hash == verdict.live_hash and verdict.events >= 6
 
 
-async def test_a_repaired_call_lets_its_run_complete_with_the_evidence_in_its_timeline(
+async def test_a_resolved_call_lets_its_run_complete_with_the_evidence_in_its_timeline(
         stage, pool):
     """The wallet commits and loses every answer, the tool offers no lookup: the call waits in
-    MANUAL_REVIEW and the run needs attention. An operator the policy names repairs it with the
+    MANUAL_REVIEW and the run needs attention. An operator the policy names resolves it with the
     downstream's receipt; the run completes and its timeline shows who and on what evidence."""
     run_id, tag = names()
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
-    stage.write_policy({**POLICY, "repairs": REPAIRS})
+    stage.write_policy({**POLICY, "resolutions": RESOLUTIONS})
     async with pipeline(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
         await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "25.00", call_id="call-r",
                                    key="order-r"))
@@ -87,7 +87,7 @@ async def test_a_repaired_call_lets_its_run_complete_with_the_evidence_in_its_ti
         recorded = json.loads(await pool.fetchval(
             "SELECT response FROM wallet.idempotency_keys WHERE operation_key = $1",
             (await call_row(pool, call_id))["operation_key"]))
-        verdict = await resolve(stage.endpoints, Repair(
+        verdict = await resolve(stage.endpoints, ResolutionRequest(
             call_id, "succeeded", "operator:dana", "the wallet's answers were lost",
             f"wallet receipt {recorded['receipt_id']}", recorded["receipt_id"],
             recorded["result"]), topic=stage.resolutions)

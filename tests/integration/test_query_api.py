@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from tests.support.query_api import query_api
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique
 

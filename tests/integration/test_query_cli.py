@@ -11,11 +11,11 @@ import re
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from services.cli import main
-from services.registry import migrate_service
-from services.wallet.main import run_wallet
-from services.wallet.repository import SCHEMA as WALLET
-from services.wallet.settings import WalletSettings
+from intentledger.cli import main
+from shared.db.schemas import migrate_service
+from downstreams.wallet.main import run_wallet
+from downstreams.wallet.repository import SCHEMA as WALLET
+from downstreams.wallet.settings import WalletSettings
 from shared.config import Settings
 from tests.support.kafka import create_topic, header, read_topic, unique_topic, wait_for
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique

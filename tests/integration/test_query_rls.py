@@ -7,7 +7,7 @@ import asyncpg
 import pytest
 
 from services.query.access import OPERATOR_ACCESS, TENANT_ROLE, Access, scoped
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique
 
 pytestmark = pytest.mark.infra

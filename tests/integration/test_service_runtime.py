@@ -14,8 +14,8 @@ import uuid
 import aiohttp
 import pytest
 
-from services.registry import migrate_service
-from services.wallet.repository import SCHEMA as WALLET
+from shared.db.schemas import migrate_service
+from downstreams.wallet.repository import SCHEMA as WALLET
 from tests.integration.test_wallet import WalletRun, request, send
 from tests.support.dispatch import Stage, dispatcher_stage
 from tests.support.http_effects import free_port

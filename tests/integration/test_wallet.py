@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from services.registry import migrate_service
-from services.wallet.main import run_wallet
-from services.wallet.repository import SCHEMA
-from services.wallet.settings import WalletSettings
+from shared.db.schemas import migrate_service
+from downstreams.wallet.main import run_wallet
+from downstreams.wallet.repository import SCHEMA
+from downstreams.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints
 from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RECEIPT_ISSUED,

@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 
 from services.dispatcher.adapters.http import HttpEffectAdapter
-from services.registry import migrate_service
-from services.wallet.main import run_wallet
-from services.wallet.repository import SCHEMA
-from services.wallet.settings import WalletSettings
+from shared.db.schemas import migrate_service
+from downstreams.wallet.main import run_wallet
+from downstreams.wallet.repository import SCHEMA
+from downstreams.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints, Settings
 from tests.support.http_effects import free_port, http_tool, order

@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from services.registry import migrate_service
-from services.warehouse.handlers import lookup, stock_sku
-from services.warehouse.main import run_warehouse
-from services.warehouse.repository import SCHEMA
-from services.warehouse.settings import WarehouseSettings
+from shared.db.schemas import migrate_service
+from downstreams.warehouse.handlers import lookup, stock_sku
+from downstreams.warehouse.main import run_warehouse
+from downstreams.warehouse.repository import SCHEMA
+from downstreams.warehouse.settings import WarehouseSettings
 from shared import faults
 from shared.config import Endpoints
 from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RECEIPT_ISSUED,

@@ -32,7 +32,7 @@ class _Captured(Exception):
 
 @dataclass(frozen=True)
 class Grammar:
-    """``intentledger``'s argument parser, as ``services.cli.main`` builds it."""
+    """``intentledger``'s argument parser, as ``intentledger.cli.main`` builds it."""
 
     parser: argparse.ArgumentParser
 
@@ -63,7 +63,7 @@ _ORIGINAL_PARSE = argparse.ArgumentParser.parse_args
 @cache
 def cli_grammar() -> Grammar:
     """Build the real parser by running ``main`` up to the moment it would parse."""
-    from services import cli
+    from intentledger import cli
 
     def capture(parser: argparse.ArgumentParser, *args, **kwargs):
         raise _Captured(parser)
@@ -75,7 +75,7 @@ def cli_grammar() -> Grammar:
         return Grammar(captured.parser)
     finally:
         argparse.ArgumentParser.parse_args = _ORIGINAL_PARSE
-    raise AssertionError("services.cli.main never parsed its arguments")
+    raise AssertionError("intentledger.cli.main never parsed its arguments")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -89,14 +89,16 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def settings_classes() -> tuple[type[BaseSettings], ...]:
     """Every settings class of the code base (each service's ``settings.py`` and every shared
     module: health, telemetry and Kafka security settings live beside what they configure)."""
+    import downstreams
     import services
     import shared
 
     for module in pkgutil.walk_packages(shared.__path__, "shared."):
         importlib.import_module(module.name)
-    for module in pkgutil.walk_packages(services.__path__, "services."):
-        if module.name.endswith(".settings"):
-            importlib.import_module(module.name)
+    for package in (services, downstreams):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if module.name.endswith(".settings"):
+                importlib.import_module(module.name)
     found, pending = [], list(BaseSettings.__subclasses__())
     while pending:
         cls = pending.pop()

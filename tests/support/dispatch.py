@@ -15,12 +15,12 @@ from pathlib import Path
 import yaml
 
 from services.dispatcher.settings import DispatcherSettings
-from services.policy.loader import load_policy
+from shared.policy.loader import load_policy
 from services.policy.settings import PolicySettings
 from services.proposal_intake.settings import IntakeSettings
-from services.registry import migrate_service
-from services.wallet.main import run_wallet
-from services.wallet.settings import WalletSettings
+from shared.db.schemas import migrate_service
+from downstreams.wallet.main import run_wallet
+from downstreams.wallet.settings import WalletSettings
 from shared import capabilities, faults
 from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
@@ -234,8 +234,8 @@ async def running_wallet_on(stage: Stage, **wallet_overrides) -> AsyncIterator[N
 async def running_warehouse_on(stage: Stage, **overrides) -> AsyncIterator[None]:
     import asyncio
 
-    from services.warehouse.main import run_warehouse
-    from services.warehouse.settings import WarehouseSettings
+    from downstreams.warehouse.main import run_warehouse
+    from downstreams.warehouse.settings import WarehouseSettings
 
     stopping = asyncio.Event()
     settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,

@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from services.proposal_intake.main import run_intake
 from services.proposal_intake.repository import SCHEMA
 from shared.config import Endpoints
-from shared.messaging.topics import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
 from tests.support.services import running_service
 
 

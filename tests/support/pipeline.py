@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaProducer
 
 from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.messaging.envelope import Envelope
-from shared.messaging.operator_publish import publish
+from shared.operator.publish import publish
 from tests.support.dispatch import Stage, attempts
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits, debits_under

@@ -14,7 +14,7 @@ from services.policy.main import run_policy
 from services.projection.main import run_projection
 from services.projection.settings import ProjectionSettings
 from services.proposal_intake.main import run_intake
-from services.registry import migrate_service
+from shared.db.schemas import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared.config import Settings
@@ -25,8 +25,8 @@ SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
 POLICY = {"capability_ttl_seconds": 120, "rules": [
     {"name": "debits", "principals": ["agent-*"], "tenants": ["acme"], "tools": ["wallet.debit"],
      "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow"}]}
-REPAIRS = [{"name": "ops", "operators": ["operator:*"], "tenants": ["acme"], "tools": ["wallet.*"]}]
-"""Who may settle a call by hand: the policy's ``repairs`` (never the call's own principal)."""
+RESOLUTIONS = [{"name": "ops", "operators": ["operator:*"], "tenants": ["acme"], "tools": ["wallet.*"]}]
+"""Who may settle a call by hand: the policy's ``resolutions`` (never the call's own principal)."""
 
 
 async def pipeline_stage(pool, endpoints, folder) -> Stage:

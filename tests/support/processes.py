@@ -30,7 +30,7 @@ class ServiceProcess:
     def start(self) -> ServiceProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "serve", self.service],
+            [sys.executable, "-m", "intentledger.cli", "serve", self.service],
             env=self._env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from services.wallet.repository import SCHEMA, open_wallet
+from downstreams.wallet.repository import SCHEMA, open_wallet
 
 
 def new_key() -> str:

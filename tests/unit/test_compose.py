@@ -1,6 +1,6 @@
 """docker-compose.yml, checked offline: no Docker here, so the Compose Specification's own
 schema stands in for ``docker compose config``; the services and their commands are held to the
-command line the code defines (services/cli.py), the host ports to the defaults INTENTLEDGER's
+command line the code defines (intentledger/cli.py), the host ports to the defaults INTENTLEDGER's
 settings use. Each check returns the problems it finds, and a broken file is shown to be
 reported (``test_a_broken_file_is_reported``)."""
 
@@ -21,7 +21,7 @@ from shared.config import Settings
 from tests.support.deployment import (DEPLOYED_COMMANDS, HEALTH_PORT, ROOT, cli_grammar, seconds,
                                       unknown_env_names)
 
-COMPOSE_SPEC = Path(__file__).resolve().parents[3] / "shared" / "data" / "compose-spec.schema.json"
+COMPOSE_SPEC = ROOT / "tests" / "data" / "compose-spec" / "compose-spec.schema.json"
 DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
 IMAGE = "intentledger:dev"
 NO_PROBE = {"otel-collector": "the image is a lone binary: no shell, no HTTP client"}
@@ -302,9 +302,9 @@ def documented_commands(text: str) -> list[list[str]]:
 
 def test_the_commands_the_header_and_the_readme_show_are_commands_the_cli_accepts():
     header = (ROOT / "docker-compose.yml").read_text("utf-8").split("\nname:")[0]
-    readme = (ROOT / "README.md").read_text("utf-8")
-    laptop = readme[readme.index("### Laptop with Docker"):]
-    laptop = laptop[:laptop.index("\n## ")]
+    readme = (ROOT / "docs" / "deploy.md").read_text("utf-8")
+    laptop = readme[readme.index("## Laptop with Docker"):]
+    laptop = laptop[:laptop.index("\n## ", 1)]
     for shown in (documented_commands(header), documented_commands(laptop)):
         assert [argv[:2] for argv in shown] == [["propose", "--run"], ["runs", "show"]]
         assert {" ".join(argv): cli_grammar().error(argv) for argv in shown} == {

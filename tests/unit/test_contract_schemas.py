@@ -20,20 +20,21 @@ from shared.contracts.proposals import INBOUND_PROPOSAL
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import to_proposals
 from services.proposal_intake.outcomes import Outcomes
-from shared.contracts.effect_requests import (EFFECT_RECEIPTS, EffectLookupRequested,
+from shared.contracts.effect_requests import (EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
 from shared.contracts.intake import ProposalOutcome, ToolIntent
-from shared.messaging import topics
+from shared import topology as topics
 from shared.messaging.contract_schemas import EFFECT_REQUESTS
 from shared.messaging.envelope import Envelope
+from shared.topology import EFFECT_RECEIPTS
 from shared.messaging.reason_catalog import SOURCES
 from shared.messaging.schema_export import GENERATED, REASON_CODES, SCHEMAS, main, render
 from shared.tools import Rejection, load_registry
 
 EXAMPLES = SCHEMAS / "examples"
-TOPICS = sorted(value for name, value in vars(topics).items() if name.isupper() and isinstance(value, str))
+TOPICS = sorted(topic.name for topic in topics.TOPICS if topic.name.split(".")[0] in ("agent", "ledger"))
 EFFECT_ADAPTER = {EFFECT_REQUESTS: "{toolTopic}", EFFECT_RECEIPTS: EFFECT_RECEIPTS}
-"""The Kafka effect adapter's schemas beyond topics.py, with their AsyncAPI channel address:
+"""The Kafka effect adapter's schemas, with their AsyncAPI channel address:
 requests travel on each tool's own topic, receipts on the reply topic."""
 CONTRACTS = sorted([*TOPICS, *EFFECT_ADAPTER])
 EXAMPLE_FILES = sorted(path for topic in CONTRACTS for path in (EXAMPLES / topic).glob("*.json"))

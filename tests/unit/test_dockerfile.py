@@ -255,7 +255,7 @@ def test_settings_that_name_files_find_them_in_the_image(stages, monkeypatch):
 
 
 def test_the_build_context_holds_the_package_and_nothing_of_the_workspace():
-    for kept in ("pyproject.toml", "README.md", "services/cli.py", "shared/config.py",
+    for kept in ("pyproject.toml", "README.md", "intentledger/cli.py", "shared/config.py",
                  "config/tools.example.yaml"):
         assert not dockerignored(kept), kept
     for left_out in (".venv", ".git", ".intentledger", "tests/unit", "bench", "k8s",

@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from services.query.settings import QuerySettings
-from services.wallet.settings import WalletSettings
+from downstreams.wallet.settings import WalletSettings
 from shared.config import Settings
 from shared.db import pool as pools
 from shared.effective_config import MASK, effective, masked_url

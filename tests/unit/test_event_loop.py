@@ -3,7 +3,7 @@
 import asyncio
 import inspect
 
-from services import cli
+from intentledger import cli
 from shared import event_loop
 
 

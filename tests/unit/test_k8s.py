@@ -19,14 +19,14 @@ from services.policy.settings import PolicySettings
 from services.projection.settings import ProjectionSettings
 from services.proposal_intake.settings import IntakeSettings
 from services.relay.settings import RelaySettings
-from services.wallet.settings import WalletSettings
-from services.warehouse.settings import WarehouseSettings
-from shared.contracts.effect_requests import EFFECT_RECEIPTS
+from downstreams.wallet.settings import WalletSettings
+from downstreams.warehouse.settings import WarehouseSettings
 from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
-from shared.messaging import topics as topic_names
+from shared import topology
 from shared.tools import load_registry
+from shared.topology import EFFECT_RECEIPTS
 from tests.support.deployment import cli_grammar, known_env_names
 from tests.support.k8s import (K8S, KUBERNETES_VERSIONS, KUSTOMIZE_INSTALL, OVERLAYS, ROOT, acls,
                                containers, custom_resource_problems, env_of, kustomize_command,
@@ -72,14 +72,13 @@ OPERATOR_TOPICS = {_policy.approvals_topic, _dispatcher.resolutions_topic}
 
 
 def code_topics() -> set[str]:
-    declared = {value for name, value in vars(topic_names).items()
-                if name.isupper() and isinstance(value, str)}
-    return declared | {EFFECT_RECEIPTS} | EXAMPLE_TOOL_TOPICS
+    return {topic.name for topic in topology.TOPICS} | EXAMPLE_TOOL_TOPICS
 
 
 def consumer_groups_in_code() -> set[str]:
     """``ConsumerService(name=...)`` of every service's composition root."""
-    return {match for path in (ROOT / "services").glob("*/main.py")
+    return {match for path in [*(ROOT / "services").glob("*/main.py"),
+                               *(ROOT / "downstreams").glob("*/main.py")]
             for match in re.findall(r'ConsumerService\(\s*name="([^"]+)"', path.read_text("utf-8"))}
 
 
@@ -333,7 +332,10 @@ def test_every_consumer_scales_on_the_lag_of_its_group_and_topics(overlay, objec
         spec = scaled[name]["spec"]
         assert spec["scaleTargetRef"]["name"] == name
         triggers = [t["metadata"] for t in spec["triggers"]]
-        assert {t["consumerGroup"] for t in triggers} == {name}
+        # One trigger per topic of each of its groups (the dispatcher's priority lane too).
+        assert sorted((t["consumerGroup"], t["topic"]) for t in triggers) == sorted(
+            (group, topic) for group in topology.groups_of(name)
+            for topic in topology.consumed_by(group))
         assert {t["topic"] for t in triggers} == CONSUMERS[name][0]
         assert spec["maxReplicaCount"] <= min(partitions[t["topic"]] for t in triggers), name
         assert spec["triggers"][0]["authenticationRef"]["name"] in of_kind(objects, "TriggerAuthentication")
@@ -349,11 +351,12 @@ def test_each_consumer_reads_only_its_topics_and_group_and_writes_nothing(overla
         consumed, emitted = CONSUMERS[name]
         allowed = acls(users[f"intentledger-{name}"])
         assert {n for (kind, n), ops in allowed.items() if kind == "topic" and "Read" in ops} == consumed
-        assert {n for (kind, n), ops in allowed.items() if kind == "group" and "Read" in ops} == {name}
+        assert {n for (kind, n), ops in allowed.items() if kind == "group" and "Read" in ops} == set(
+            topology.groups_of(name))
         assert not any("Write" in ops for ops in allowed.values()), name
         others = {n for (kind, n), ops in allowed.items() if kind == "group" and "Read" not in ops}
         if name == "projection":  # the health sampler reads every group's lag, nothing more
-            assert others == set(CONSUMERS) - {name}
+            assert others == set(topology.SERVICE_GROUPS) - set(topology.groups_of(name))
             assert all(ops == {"Describe"} for (kind, n), ops in allowed.items()
                        if kind == "group" and n in others)
             assert set().union(*(topics for topics, _ in CONSUMERS.values())) <= {
@@ -382,7 +385,8 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         _intake.proposals_topic}
     keda = acls(users["intentledger-keda"])
     assert set().union(*keda.values()) == {"Describe"}
-    assert {n for kind, n in keda if kind == "group"} == deployed(overlay) & set(CONSUMERS)
+    assert {n for kind, n in keda if kind == "group"} == {
+        group for name in deployed(overlay) & set(CONSUMERS) for group in topology.groups_of(name)}
 
 
 def test_every_kafka_client_logs_in_as_its_own_user(objects):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from shared.db.migrations import load, plan_for
 
-DEMO_MIGRATIONS = Path(__file__).resolve().parents[2] / "services" / "demo" / "migrations"
+DEMO_MIGRATIONS = Path(__file__).resolve().parents[2] / "intentledger" / "demo" / "migrations"
 
 
 def test_the_shared_messaging_tables_come_first():

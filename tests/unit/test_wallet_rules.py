@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from services.wallet.contracts import WalletReason
-from services.wallet.domain import Debit, Wallet, debit_refusal, refund_refusal
+from downstreams.wallet.contracts import WalletReason
+from downstreams.wallet.domain import Debit, Wallet, debit_refusal, refund_refusal
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
 from shared.downstream.idempotent_write import request_hash
 

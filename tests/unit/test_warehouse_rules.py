@@ -11,12 +11,12 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from services.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
+from downstreams.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
                                           WarehouseReason)
-from services.warehouse.domain import (Reservation, Stock, release_refusal, reserve_refusal,
+from downstreams.warehouse.domain import (Reservation, Stock, release_refusal, reserve_refusal,
                                        resource_id, utc_stamp)
 from shared.tools.tenancy import tenant_of
-from services.warehouse.operations import OPERATIONS
+from downstreams.warehouse.operations import OPERATIONS
 from shared.tools import canonicalize, load_registry
 
 REGISTRY = load_registry(Path(__file__).resolve().parents[2] / "config" / "tools.example.yaml")

@@ -27,7 +27,7 @@ BEGIN
         schema_name := owners[i];
         role_name := owners[i + 1];
         CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name);
-        -- A service re-runs its own migrations at start (services/registry.py), and
+        -- A service re-runs its own migrations at start (shared/db/schemas.py), and
         -- CREATE SCHEMA IF NOT EXISTS checks this privilege even when the schema exists.
         EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO %I', current_database(), role_name);
         CONTINUE WHEN to_regnamespace(quote_ident(schema_name)) IS NULL;
@@ -75,8 +75,8 @@ BEGIN
        AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'intentledger_query_tenant') THEN
         GRANT intentledger_query_tenant, intentledger_query_operator TO query;
     END IF;
-    -- The console's resolve form (services/console/web.py) finds the call's run and then
-    -- waits for the dispatcher's verdict on the repair, as `intentledger resolve` does.
+    -- The console's resolve form (services/query/console/web.py) finds the call's run and then
+    -- waits for the dispatcher's verdict on the resolution, as `intentledger resolve` does.
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
        AND to_regclass('dispatcher.resolutions') IS NOT NULL THEN
         GRANT USAGE ON SCHEMA dispatcher TO query;

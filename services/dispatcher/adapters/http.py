@@ -3,10 +3,10 @@
 ``send`` is ``POST {http_url}/effects`` with the operation key as ``Idempotency-Key``;
 ``lookup`` is ``GET {http_url}/effects/{operation_key}``; both carry the run, fence, attempt
 and logical call as ``Intentledger-*`` headers (the reference server is
-``services/wallet/http_api.py``). The attempt's timeout is the time left until
+``downstreams/wallet/http_api.py``). The attempt's timeout is the time left until
 ``order.deadline_at``.
 
-No retries happen here of any kind: the dispatcher is the only retry owner (DESIGN.md §5.6).
+No retries happen here of any kind: the dispatcher is the only retry owner (docs/design.md §5.6).
 aiohttp never resends a POST, but it does resend an idempotent request (our GET) once after a
 dropped connection (RFC 9112 §9.3.1), which ``_send_once`` stops; redirects are not followed.
 
@@ -33,7 +33,7 @@ a non-2xx body over the size limit; 1xx, 3xx          unknown
 ====================================================  =========================================
 
 The size limit is the tool's ``result_max_bytes`` plus 4096 bytes for the receipt around it;
-a larger body is not read (DESIGN.md §5.9).
+a larger body is not read (docs/design.md §5.9).
 """
 
 from __future__ import annotations

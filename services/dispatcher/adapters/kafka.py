@@ -1,7 +1,7 @@
 """The Kafka effect adapter (⚑ ``shared/contracts/effect_requests.py``).
 
 A request is an outbox row written in the same transaction that records the attempt, so it is
-never sent without a durable record of it (DESIGN.md §5.1), and the relay delivers it even if
+never sent without a durable record of it (docs/design.md §5.1), and the relay delivers it even if
 this process dies right after the commit. The answer arrives later as a receipt on
 ``reply_topic``; no answer by the attempt's deadline is an UNKNOWN outcome.
 

@@ -1,7 +1,7 @@
 """What an adapter is asked to do (an ``Order``) and what it may answer (an ``Outcome``).
 
 An adapter never retries and never decides: it performs one attempt and classifies what it
-saw. The dispatcher is the only retry owner (DESIGN.md §5.6), so client libraries' own retries
+saw. The dispatcher is the only retry owner (docs/design.md §5.6), so client libraries' own retries
 are turned off inside adapters.
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.chaos.assertions import evaluate
-from services.chaos.facts import Facts
+from intentledger.chaos.assertions import evaluate
+from intentledger.chaos.facts import Facts
 from shared.contracts.fault_protocol import Assertion
 
 FINAL = Facts(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.chaos.environment import rule_text, service_env
+from intentledger.chaos.environment import rule_text, service_env
 from services.dispatcher.settings import DispatcherSettings
 from services.policy.settings import PolicySettings
 from services.proposal_intake.settings import IntakeSettings

@@ -105,8 +105,8 @@ def test_nonce_is_substituted_in_every_string_and_nothing_else():
                                          "c": {"d": True}}
 
 
-def test_the_readmes_worked_example_is_the_shipped_file():
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("```json\n", readme.index("### Write a fault protocol")) + len("```json\n")
+def test_the_documented_worked_example_is_the_shipped_file():
+    readme = (ROOT / "docs" / "fault-injection.md").read_text()
+    start = readme.index("```json\n", readme.index("## Write a fault protocol")) + len("```json\n")
     example = json.loads(readme[start:readme.index("```", start)])
     assert example == json.loads((ROOT / "fault-protocols" / "your-own-tool-shipment.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from services.chaos.submit import _message, turns
+from intentledger.chaos.submit import _message, turns
 from shared.contracts.fault_protocol import Proposal
 
 

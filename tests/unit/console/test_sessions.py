@@ -11,8 +11,8 @@ import json
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from services.console.sessions import Sessions
-from services.console.settings import ConsoleSettings, ConsoleUser
+from services.query.console.sessions import Sessions
+from services.query.console.settings import ConsoleSettings, ConsoleUser
 
 DANA = ConsoleUser(id="operator:dana", tenant="*")
 ANNA = ConsoleUser(id="ops:a", tenant="acme")

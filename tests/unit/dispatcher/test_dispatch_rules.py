@@ -208,7 +208,7 @@ def test_a_capability_from_a_newer_policy_than_this_process_loaded_is_not_refuse
     import yaml
 
     from services.dispatcher.policy_view import PolicyFile
-    from services.policy import PolicyWatcher
+    from shared.policy import PolicyWatcher
 
     allow = {"name": "allow", "principals": ["*"], "tenants": ["*"], "tools": ["*"], "effect": "allow"}
     path = tmp_path / "policy.yaml"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from services.policy import Policy, Request
+from shared.policy import Policy, Request
 from shared.contracts.authorizations import GrantedApproval
 from shared.contracts.intake import ToolIntent
 from shared.tools import canonicalize, load_registry

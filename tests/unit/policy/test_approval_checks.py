@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from services.policy.approvals import PendingCall, already_counted, approval_refusal
-from services.policy.document import ApprovalRule
+from shared.policy.document import ApprovalRule
 from shared.contracts.approvals import ApprovalDecision
 from shared.contracts.authorizations import PolicyReason
 

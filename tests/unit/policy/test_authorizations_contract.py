@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from jsonschema import Draft202012Validator
 
-from services.policy import evaluate, load_policy
+from shared.policy import evaluate, load_policy
 from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
 from shared.capabilities import refusal
@@ -18,7 +18,7 @@ from shared.contracts.authorizations import (ApprovalRequest, Authorization, Aut
                                              PolicyReason)
 from shared.messaging.envelope import Envelope
 from shared.messaging.schema_export import SCHEMAS
-from shared.messaging.topics import LEDGER_AUTHORIZATIONS
+from shared.topology import LEDGER_AUTHORIZATIONS
 
 from .builders import EXAMPLE_POLICY, NOW, debit, email, request
 

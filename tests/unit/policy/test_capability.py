@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from services.policy import evaluate
+from shared.policy import evaluate
 from services.policy.capability import issue
 from shared.capabilities import refusal
 from shared.contracts.authorizations import Capability

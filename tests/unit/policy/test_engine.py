@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.policy import LimitUsage, evaluate
+from shared.policy import LimitUsage, evaluate
 from shared.contracts.authorizations import PolicyReason
 
 from .builders import APPROVAL, NOW, debit, email, grant, intent, policy, request, rule
@@ -203,18 +203,18 @@ def test_no_rule_lets_an_irreversible_tool_out_without_approval():
     assert (without.effect, without.reason) == ("deny", PolicyReason.NO_APPROVERS_FOR_TOOL)
 
 
-def test_only_a_named_operator_other_than_the_requester_may_repair_a_call():
-    from services.policy import repair_rule
+def test_only_a_named_operator_other_than_the_requester_may_resolve_a_call():
+    from shared.policy import resolution_rule
 
-    repairs = policy(rule(), repairs=({"name": "ops", "operators": ["operator:*"],
+    resolutions = policy(rule(), resolutions=({"name": "ops", "operators": ["operator:*"],
                                        "tenants": ["acme"], "tools": ["wallet.*"],
                                        "outcomes": ["succeeded"]},))
     call = debit()
-    assert repair_rule(repairs, "operator:dana", call, "succeeded") == "ops"
-    assert repair_rule(repairs, "operator:dana", call, "failed") is None
-    assert repair_rule(repairs, "agent-9", call, "succeeded") is None
-    anyone = policy(rule(), repairs=({"name": "any", "operators": ["*"], "tenants": ["*"],
+    assert resolution_rule(resolutions, "operator:dana", call, "succeeded") == "ops"
+    assert resolution_rule(resolutions, "operator:dana", call, "failed") is None
+    assert resolution_rule(resolutions, "agent-9", call, "succeeded") is None
+    anyone = policy(rule(), resolutions=({"name": "any", "operators": ["*"], "tenants": ["*"],
                                       "tools": ["*"]},))
-    assert repair_rule(anyone, "agent-9", call, "failed") == "any"
-    assert repair_rule(anyone, call.principal_id, call, "failed") is None  # never the requester
-    assert repair_rule(policy(rule()), "operator:dana", call, "succeeded") is None
+    assert resolution_rule(anyone, "agent-9", call, "failed") == "any"
+    assert resolution_rule(anyone, call.principal_id, call, "failed") is None  # never the requester
+    assert resolution_rule(policy(rule()), "operator:dana", call, "succeeded") is None

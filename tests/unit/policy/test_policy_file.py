@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from services.policy import PolicyError, load_policy, parse_policy
+from shared.policy import PolicyError, load_policy, parse_policy
 from shared.contracts.authorizations import PolicyReason
-from services.policy import evaluate
+from shared.policy import evaluate
 
 from .builders import EXAMPLE_POLICY, debit, email, grant, request
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from services.policy import Policy, PolicyError, PolicyWatcher
+from shared.policy import Policy, PolicyError, PolicyWatcher
 
 from .builders import EXAMPLE_POLICY
 

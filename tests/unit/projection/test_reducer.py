@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from services.projection.facts import Delivery, read
+from services.projection.facts import Delivery
+from services.projection.routes import read
 from services.projection.hashing import canonical, run_hash
 from services.projection.reducer import announced, apply, derive_run
 from shared.contracts.dispatch import TOOL_EFFECT_RECONCILED, TOOL_ATTEMPT_STARTED

@@ -13,7 +13,8 @@ from jsonschema import Draft202012Validator
 
 from services.projection import results
 from services.proposal_intake.outcomes import Outcomes
-from services.projection.facts import Delivery, read
+from services.projection.facts import Delivery
+from services.projection.routes import read
 from services.projection.reducer import apply
 from shared.client.agent import ProposalClient
 from shared.contracts.intake import ProposalOutcome

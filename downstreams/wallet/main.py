@@ -1,0 +1,42 @@
+"""Composition root of the reference wallet process: the Kafka effect adapter always, the HTTP
+API as well when ``INTENTLEDGER_WALLET_HTTP_PORT`` is set; both on one pool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from functools import partial
+
+from shared.db.schemas import expect_migrated, migrate_service
+from downstreams.wallet.http_api import serving
+from downstreams.wallet.repository import SCHEMA
+from downstreams.wallet.routes import ROUTES
+from downstreams.wallet.settings import WalletSettings
+from shared import faults
+from shared.config import Settings
+from shared.messaging.consumer import IdempotentConsumer
+from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.routes import Router
+from shared.signals import stop_on_signals
+from shared.topology import EFFECTS_WALLET
+
+
+async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None = None,
+                     stopping: asyncio.Event | None = None) -> IdempotentConsumer:
+    """Run until ``stopping`` is set; returns the consumer (its totals) for tests and the CLI."""
+    wallet_settings = wallet_settings or WalletSettings()
+    if wallet_settings.faults:
+        faults.configure(",".join(filter(None, (os.environ.get("INTENTLEDGER_FAULTS", ""),
+                                                wallet_settings.faults))))
+    service = ConsumerService(
+        name="wallet", schema=SCHEMA,
+        routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}),
+        writes=(wallet_settings.reply_topic,),
+        crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size)
+    http_api = None if wallet_settings.http_port is None else partial(
+        serving, host=wallet_settings.http_host, port=wallet_settings.http_port)
+    return await serve(service, settings,
+                       prepare=lambda pool: migrate_service(pool, SCHEMA),
+                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       stopping=stopping or stop_on_signals(), alongside=http_api,
+                       shown=(wallet_settings,))

@@ -1,0 +1,153 @@
+"""Answering effect and lookup requests: one transaction holds the fence check, the key row,
+the domain write and the receipt (written to the outbox).
+
+Fault points (docs/design.md §6, enabled through ``shared.faults``):
+
+- ``warehouse.delay`` (``delay:S``) sleeps before any request is looked at;
+- ``warehouse.refuse_shipment`` (``drop``) answers a new ``shipment.schedule`` ``rejected`` with
+  reason ``carrier_refused`` and applies nothing; the refusal is settled under the key like a
+  real business refusal, so a replay gets the same answer (the saga test's failing "ship");
+- ``warehouse.after_commit_drop_response`` (``drop``) commits an effect request's outcome and its
+  recorded answer but emits no receipt: the caller's "response lost" (docs/design.md §1). A later
+  request or lookup under the same key gets the recorded answer, ``replayed=True``;
+- ``warehouse.after_commit`` (any action) sits between the database commit and the Kafka offset
+  commit (the consumer template's crash point): ``drop`` redelivers the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import asyncpg
+
+from downstreams.warehouse import repository as repo
+from downstreams.warehouse.contracts import WarehouseReason
+from downstreams.warehouse.operations import OPERATIONS
+from shared import faults
+from shared.contracts.effect_requests import (EFFECT_RECEIPT_ISSUED, EffectLookupRequested,
+                                              EffectReceipt, EffectRequested)
+from shared.db.unit_of_work import UnitOfWork
+from shared.downstream.fences import admit
+from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
+                                                request_hash)
+from shared.ids import new_event_id
+from shared.messaging.envelope import Envelope, parse
+
+log = logging.getLogger(__name__)
+PRODUCER = "warehouse"
+
+
+class _DeadlinePassed(Exception):
+    """Raised inside the claim's savepoint so that rolling it back leaves the key unsettled."""
+
+
+async def effect_requested(uow: UnitOfWork, envelope: Envelope) -> None:
+    await faults.hit("warehouse.delay")
+    question = parse(envelope, EffectRequested)
+    receipt = await answer(uow.connection, envelope.run_id, question)
+    try:
+        await faults.hit("warehouse.after_commit_drop_response")
+    except faults.ResponseDropped:
+        log.warning("fault: %s answered %s, receipt dropped", question.operation_key,
+                    receipt.status)
+        return
+    _reply(uow, envelope, question.reply_topic, receipt)
+
+
+async def lookup_requested(uow: UnitOfWork, envelope: Envelope) -> None:
+    await faults.hit("warehouse.delay")
+    question = parse(envelope, EffectLookupRequested)
+    _reply(uow, envelope, question.reply_topic,
+           await answer_lookup(uow.connection, envelope.run_id, question))
+
+
+def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectReceipt) -> None:
+    uow.emit(topic, Envelope.new(
+        event_type=EFFECT_RECEIPT_ISSUED, run_id=envelope.run_id, producer=PRODUCER,
+        payload=receipt.model_dump(mode="json"), causation=envelope))
+
+
+async def answer(conn: asyncpg.Connection, run_id: str,
+                 request: EffectRequested) -> EffectReceipt:
+    """Settle the key once; every later request under it gets the recorded answer.
+
+    Refusals that say nothing about the intent itself (stale fence, unsupported tool, invalid
+    arguments, deadline passed) leave the key unsettled: the intent may still be carried out
+    by a request that is fenced, supported, well-formed and on time. The deadline is checked
+    after the claim, so a key settled earlier is still answered truthfully (a replay applies
+    nothing), and a late claim is undone by rolling back its savepoint."""
+    identity = {"operation_key": request.operation_key, "logical_call_id": request.logical_call_id,
+                "attempt": request.attempt}
+    if not await admit(conn, repo.SCHEMA, run_id, request.fence):
+        return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
+    operation = OPERATIONS.get((request.tool_name, request.tool_version))
+    if operation is None:
+        return _refused(identity, WarehouseReason.UNSUPPORTED_TOOL)
+    try:
+        arguments = operation.arguments.model_validate(request.canonical_arguments)
+    except ValidationError as error:
+        log.warning("%s: invalid %s arguments: %s", request.operation_key, request.tool_name, error)
+        return _refused(identity, WarehouseReason.INVALID_ARGUMENTS)
+    try:
+        async with conn.transaction():  # a savepoint: a late claim is rolled back
+            claim = await claim_key(conn, repo.SCHEMA, request.operation_key, _request_hash(request))
+            if claim.status == "replay":
+                return _replayed(claim.response, identity)
+            if claim.status == "reused":
+                return _refused(identity, WarehouseReason.OPERATION_KEY_REUSED)
+            if request.deadline_at <= datetime.now(UTC):
+                raise _DeadlinePassed
+            result, reason = await operation.apply(conn, arguments, request)
+            receipt = EffectReceipt(**identity, status="rejected" if reason else "applied",
+                                    result=result, reason=reason, receipt_id=new_event_id())
+            await record_response(conn, repo.SCHEMA, request.operation_key,
+                                  receipt.model_dump(mode="json"))
+            return receipt
+    except _DeadlinePassed:
+        return _refused(identity, WarehouseReason.DEADLINE_PASSED)
+
+
+async def answer_lookup(conn: asyncpg.Connection, run_id: str,
+                        question: EffectLookupRequested) -> EffectReceipt:
+    """Reconciliation's "did this key take effect?". It raises the run's fence like a request,
+    so once the new owner has asked, no request of an older owner can land afterwards."""
+    identity = {"operation_key": question.operation_key,
+                "logical_call_id": question.logical_call_id, "attempt": question.attempt}
+    if not await admit(conn, repo.SCHEMA, run_id, question.fence):
+        return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
+    response = await recorded_response(conn, repo.SCHEMA, question.operation_key)
+    if response is None:
+        return EffectReceipt(**identity, status="not_found")
+    return _replayed(response, identity)
+
+
+def _replayed(recorded: dict, identity: dict) -> EffectReceipt:
+    """The recorded answer, addressed to the request or lookup that asked now, naming the
+    attempt that settled the key."""
+    settled_by = recorded.get("settled_by_attempt") or recorded.get("attempt")
+    return EffectReceipt.model_validate(recorded | identity | {"replayed": True,
+                                                               "settled_by_attempt": settled_by})
+
+
+def _refused(identity: dict, reason: WarehouseReason) -> EffectReceipt:
+    return EffectReceipt(**identity, status="rejected", reason=reason)
+
+
+def _request_hash(request: EffectRequested) -> str:
+    """What the intent is; attempt, fence, deadline and reply topic vary between its attempts."""
+    return request_hash({"tool_name": request.tool_name, "tool_version": request.tool_version,
+                         "canonical_arguments": request.canonical_arguments})
+
+
+async def stock_sku(pool: asyncpg.Pool, sku: str, available: int) -> bool:
+    """Seed a SKU's stock (demo and tests); False when it already exists."""
+    async with pool.acquire() as conn:
+        return await repo.insert_stock(conn, sku, available)
+
+
+async def lookup(pool: asyncpg.Pool, operation_key: str) -> EffectReceipt | None:
+    """Reconciliation's ``lookup_by_key`` read directly: the recorded answer, or None."""
+    async with pool.acquire() as conn:
+        response = await recorded_response(conn, repo.SCHEMA, operation_key)
+    return EffectReceipt.model_validate(response | {"replayed": True}) if response else None

@@ -1,0 +1,88 @@
+"""An agent proposing the tool calls of an OpenAI chat-completions turn, with the agent SDK.
+
+What it shows: the assistant message is sent as the model returned it (the raw ``tool_calls``
+list, arguments as a JSON string); the intake answers every call, paired back by its
+``tool_call_id``: ``accepted`` (an intent now exists, its id is ``logical_call_id``),
+``duplicate`` (an intent with this operation key already exists: nothing new will happen), or
+``rejected`` with a stable reason code. The turn below holds two calls: a debit of the
+``wallet.debit`` tool of ``config/tools.example.yaml`` (OpenAI function names cannot contain a
+dot, so the model calls it by its alias ``wallet_debit``), and a call of a tool that no
+registry declares, which is rejected as ``unknown_tool``. The answers are then turned into the
+``role: tool`` messages the next request to the model carries.
+
+Run it (Kafka and PostgreSQL from ``intentledger infra up``, or set
+``INTENTLEDGER_KAFKA_BOOTSTRAP`` and ``INTENTLEDGER_DATABASE_URL``; the intake and a relay must
+be running, e.g. ``intentledger serve proposal-intake`` and ``intentledger serve relay``)::
+
+    python examples/agent_openai.py --operation-key order-7:debit
+
+Run it again with the same ``--run`` and ``--operation-key``: the debit is answered
+``duplicate``, with the same intent id. The operation key is what makes a retried turn safe:
+it names the business effect, so a model that repeats itself cannot pay twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+
+from shared.client import Outcome, ProposalClient, to_openai_tool_messages
+from shared.config import Settings
+
+
+def assistant_turn(wallet_id: str, amount: str) -> dict:
+    """An assistant message exactly as chat completions returns it."""
+    debit = {"wallet_id": wallet_id, "amount": amount, "currency": "EUR", "memo": "order 7"}
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_debit", "type": "function",
+         "function": {"name": "wallet_debit", "arguments": json.dumps(debit)}},
+        {"id": "call_teleport", "type": "function",
+         "function": {"name": "wallet_teleport", "arguments": json.dumps({"to": "mars"})}},
+    ]}
+
+
+def describe(outcome: Outcome) -> str:
+    """One line per call: its id, the answer, and what identifies or explains it."""
+    if outcome.status in ("accepted", "duplicate"):
+        intent_id = outcome.payload["logical_call_id"]
+        return f"{outcome.call_id} {outcome.status} logical_call_id={intent_id}"
+    if outcome.status == "rejected":
+        return f"{outcome.call_id} rejected reason_code={outcome.reason_code}"
+    return f"{outcome.call_id} pending (no answer yet: is the intake running?)"
+
+
+async def main(args: argparse.Namespace) -> int:
+    bootstrap = Settings().endpoints.kafka_bootstrap
+    message = assistant_turn(args.wallet, args.amount)
+    async with ProposalClient(bootstrap, run_id=args.run, principal_id=args.principal,
+                              tenant_id=args.tenant) as client:
+        outcomes = await client.propose_openai_chat(
+            message, operation_keys={"call_debit": args.operation_key}, timeout=args.timeout)
+    print(f"run {args.run}")
+    for outcome in outcomes:
+        print(describe(outcome))
+    for tool_message in to_openai_tool_messages(outcomes):  # what the model reads next
+        print(json.dumps(tool_message), file=sys.stderr)
+    return 1 if any(o.status == "pending" for o in outcomes) else 0
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", default=f"run-{uuid.uuid4().hex[:12]}",
+                        help="the agent run; default: a new one")
+    parser.add_argument("--operation-key", default=f"order-{uuid.uuid4().hex[:8]}:debit",
+                        help="the debit's idempotency key (tenant-wide); default: a new one")
+    parser.add_argument("--tenant", default="acme")
+    parser.add_argument("--principal", default="user-42", help="on whose behalf the agent acts")
+    parser.add_argument("--wallet", default="w-1")
+    parser.add_argument("--amount", default="12.50")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds to wait for the answers; a call unanswered is 'pending'")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(arguments())))

@@ -1,0 +1,43 @@
+"""The report a person reads after ``intentledger chaos run``, and its ``--json`` twin."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from intentledger.chaos.runner import Report
+
+
+def text(report: Report) -> str:
+    runs = ", ".join(f"{name}={run_id}" for name, run_id in report.run_ids.items())
+    lines = [f"== {report.name} ({report.path})", f"   guards: {report.guards}",
+             f"   seed {report.seed}, nonce {report.nonce}, {report.elapsed_s} s; runs: {runs}"]
+    if report.faults:
+        lines.append("   faults:")
+        for fault in report.faults:
+            when = ("NEVER FIRED" if fault.fired_at_s is None else
+                    "fired" if fault.fired_at_s < 0 else f"fired at {fault.fired_at_s:.2f} s")
+            lines.append(f"     {fault.id:<24} {fault.kind:<9} {when}: {fault.detail}")
+    lines.append(f"   {report.quiescence}")
+    for verdict in report.verdicts:
+        mark = "ok  " if verdict.holds else "FAIL"
+        lines.append(f"   {mark} {verdict.subject} {verdict.expected}: measured "
+                     f"{_short(verdict.measured)}" + (f"  ({verdict.why})" if verdict.why else ""))
+    for warning in report.warnings:
+        lines.append(f"   warning: {warning}")
+    for problem in report.problems:
+        lines.append(f"   PROBLEM {problem}")
+    if not report.passed:
+        lines.append("   logs: " + ", ".join(f"{name} {path}" for name, path in report.logs.items()))
+    lines.append(f"   {'PASSED' if report.passed else 'FAILED'}")
+    return "\n".join(lines)
+
+
+def as_json(reports: list[Report]) -> str:
+    return json.dumps([asdict(r) | {"passed": r.passed} for r in reports], indent=2, default=str)
+
+
+def _short(value: Any) -> str:
+    shown = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return shown if len(shown) <= 160 else shown[:157] + "..."

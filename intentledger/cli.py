@@ -1,0 +1,286 @@
+"""``intentledger``: the one command line for people and scripts.
+
+Sub-commands stay thin: each parses its arguments and calls into a service's composition
+root or ``shared.infra``; no behaviour lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+
+from intentledger import __version__
+from shared.config import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="intentledger", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"intentledger {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    infra = commands.add_parser("infra", help="local Kafka and PostgreSQL without Docker")
+    infra.add_argument("action", choices=["up", "down", "status"])
+    infra.add_argument("--purge", action="store_true", help="with down: delete data and logs")
+
+    commands.add_parser("migrate", help="apply every service's SQL migrations")
+
+    serve = commands.add_parser("serve", help="run one service in the foreground")
+    serve.add_argument("service", choices=["relay", "proposal-intake", "policy",
+                                           "dispatcher", "wallet", "warehouse", "query",
+                                           "projection"])
+    serve.add_argument("--log-level", default="INFO")
+
+    commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
+
+    propose = commands.add_parser("propose", help="propose one tool call and print its outcome")
+    propose.add_argument("--run", required=True, help="run id (created by its first proposal)")
+    propose.add_argument("--principal", required=True)
+    propose.add_argument("--tenant", required=True)
+    propose.add_argument("--tool", required=True)
+    propose.add_argument("--args", required=True, help="arguments as a JSON object")
+    propose.add_argument("--tool-version")
+    propose.add_argument("--key", help="caller-stated operation key")
+    propose.add_argument("--call-id", default="cli-1")
+    propose.add_argument("--timeout", type=float, default=30.0)
+
+    approve = commands.add_parser("approve", help="grant a call awaiting approval")
+    reject = commands.add_parser("reject", help="refuse a call awaiting approval")
+    for decide in (approve, reject):
+        decide.add_argument("logical_call_id", type=uuid.UUID)
+        decide.add_argument("--approver", required=True, help="who decides (never the requester)")
+        decide.add_argument("--reason")
+    resolve = commands.add_parser("resolve", help="settle by hand, with evidence, a call left "
+                                                 "UNKNOWN or in MANUAL_REVIEW")
+    resolve.add_argument("logical_call_id", type=uuid.UUID)
+    resolve.add_argument("--outcome", required=True, choices=["succeeded", "failed"])
+    resolve.add_argument("--operator", required=True, help="who resolves (named by the policy's "
+                                                           "resolutions; never the call's principal)")
+    resolve.add_argument("--reason", required=True)
+    resolve.add_argument("--evidence", required=True, help="what you checked downstream")
+    resolve.add_argument("--receipt", help="the downstream's id of the effect (succeeded)")
+    resolve.add_argument("--result", type=json.loads, help="the result fields as JSON (succeeded)")
+    resolve.add_argument("--timeout", type=float, default=60.0)
+    approve.add_argument("--ttl-seconds", type=float, default=900.0,
+                         help="how long the grant stays valid")
+
+    replay = commands.add_parser("replay", help="rebuild the read models from the event history "
+                                 "and compare projection hashes")
+    replay.add_argument("--run", help="one run (default: every run)")
+    replay.add_argument("--verify", action="store_true",
+                        help="exit 1 and print the first differing record on a mismatch")
+
+    chaos = commands.add_parser("chaos", help="fault protocols: declared crash scenarios run "
+                                "against the real stack")
+    chaos_actions = chaos.add_subparsers(dest="chaos_action", required=True)
+    chaos_run = chaos_actions.add_parser("run", help="run protocol files (or directories of them)")
+    chaos_run.add_argument("files", nargs="+", help="fault-protocol JSON files or directories")
+    chaos_run.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+    _operator_commands(commands)
+
+    args = parser.parse_args(argv)
+    settings = Settings()
+    if args.command == "infra":
+        return _infra(settings, args.action, args.purge)
+    if args.command == "migrate":
+        from shared.db.schemas import migrate_all
+
+        for schema, applied in asyncio.run(migrate_all(settings)).items():
+            print(f"{schema}: {', '.join(applied) if applied else 'up to date'}")
+        return 0
+    if args.command == "serve":
+        from shared import event_loop
+        from shared.logs import configure_logging
+
+        configure_logging(args.log_level, service=args.service)
+        if args.service == "relay":
+            from services.relay.main import run_relay
+
+            event_loop.run(run_relay(settings))
+        elif args.service == "proposal-intake":
+            from services.proposal_intake.main import run_intake
+
+            event_loop.run(run_intake(settings))
+        elif args.service == "policy":
+            from services.policy.main import run_policy
+
+            event_loop.run(run_policy(settings))
+        elif args.service == "dispatcher":
+            from services.dispatcher.main import run_dispatcher
+
+            event_loop.run(run_dispatcher(settings))
+        elif args.service == "wallet":
+            from downstreams.wallet.main import run_wallet
+
+            event_loop.run(run_wallet(settings))
+        elif args.service == "projection":
+            from services.projection.main import run_projection
+
+            event_loop.run(run_projection(settings))
+        elif args.service == "query":
+            from services.query.main import run_query
+
+            event_loop.run(run_query(settings))
+        else:
+            from downstreams.warehouse.main import run_warehouse
+
+            event_loop.run(run_warehouse(settings))
+        return 0
+    if args.command == "demo":
+        import logging
+
+        from intentledger.demo import run_demo
+
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # start-up chatter, not news
+
+        return asyncio.run(run_demo(settings))
+    if args.command == "propose":
+        return asyncio.run(_propose(settings, args))
+    if args.command in ("approve", "reject"):
+        return asyncio.run(_decide(settings, args))
+    if args.command == "resolve":
+        return asyncio.run(_resolve(settings, args))
+    if args.command in ("runs", "unknown", "dlq"):
+        return asyncio.run(_operator(settings, args))
+    if args.command == "chaos":
+        from intentledger.chaos.cli import chaos_run
+
+        return asyncio.run(chaos_run(settings, args.files, as_json_output=args.json))
+    if args.command == "replay":
+        from services.projection.replay_cli import replay_command
+
+        return asyncio.run(replay_command(settings.endpoints, args.run, verify=args.verify))
+    return 2
+
+
+async def _propose(settings: Settings, args: argparse.Namespace) -> int:
+    from shared.client import ProposalClient
+
+    async with ProposalClient(settings.endpoints.kafka_bootstrap, run_id=args.run,
+                              principal_id=args.principal, tenant_id=args.tenant) as client:
+        outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
+                                       tool_version=args.tool_version, operation_key=args.key,
+                                       timeout=args.timeout)
+    shown = {name: value for name, value in outcome.payload.items() if value is not None}
+    print(json.dumps({"status": outcome.status, **shown}, indent=2))
+    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
+
+
+async def _decide(settings: Settings, args: argparse.Namespace) -> int:
+    from services.policy.settings import PolicySettings
+    from shared.operator.approve import Answer, NotAwaitingApproval, send_answer
+
+    answer = Answer(args.logical_call_id, args.approver, granted=args.command == "approve",
+                    reason=args.reason, ttl_seconds=getattr(args, "ttl_seconds", 900.0))
+    try:
+        published = await send_answer(settings.endpoints, answer,
+                                      topic=PolicySettings().approvals_topic)
+    except NotAwaitingApproval as refusal:
+        print(f"intentledger: {refusal}", file=sys.stderr)
+        return 1
+    print(json.dumps(published, indent=2))
+    return 0
+
+
+async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from services.dispatcher.settings import DispatcherSettings
+    from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
+
+    resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.operator, args.reason, args.evidence,
+                    args.receipt, args.result)
+    try:
+        verdict = await resolve(settings.endpoints, resolution, timeout_s=args.timeout,
+                                topic=DispatcherSettings().resolutions_topic)
+    except (NoSuchIntent, ValidationError) as refusal:
+        print(f"intentledger: {refusal}", file=sys.stderr)
+        return 2
+    print(json.dumps(verdict, indent=2))
+    return 0 if verdict["status"] == "applied" else 1
+
+
+def _operator_commands(commands: argparse._SubParsersAction) -> None:
+    """``runs``, ``unknown`` and ``dlq``: what an operator reads and resolves (services/query/cli.py)."""
+    runs = commands.add_parser("runs", help="list runs, or show one with its calls and timeline")
+    runs_action = runs.add_subparsers(dest="action", required=True)
+    runs_list = runs_action.add_parser("list", help="runs, ordered by run id")
+    runs_list.add_argument("--tenant")
+    runs_list.add_argument("--state", action="append", default=[], help="repeat for several")
+    runs_show = runs_action.add_parser("show", help="a run, its calls and its timeline")
+    runs_show.add_argument("run_id")
+    unknown = commands.add_parser("unknown", help="the UNKNOWN queue, oldest first, with ages")
+    unknown.add_argument("action", choices=["list"])
+    unknown.add_argument("--tenant")
+    dlq = commands.add_parser("dlq", help="dead letters of every service schema")
+    dlq_action = dlq.add_subparsers(dest="action", required=True)
+    dlq_list = dlq_action.add_parser("list", help="dead letters, oldest first")
+    dlq_list.add_argument("--schema", help="one service schema")
+    dlq_list.add_argument("--topic", help="records consumed from this topic")
+    dlq_replay = dlq_action.add_parser("replay", help="re-publish one to its topic")
+    dlq_replay.add_argument("schema")
+    dlq_replay.add_argument("id", type=int)
+    dlq_replay.add_argument("--force", action="store_true", help="replay again if replayed before")
+    for listing in (runs_list, unknown, dlq_list):
+        listing.add_argument("--limit", type=int, default=50)
+        listing.add_argument("--after", help="the cursor printed after the previous page")
+    for reading in (runs_list, runs_show, unknown, dlq_list):
+        reading.add_argument("--json", action="store_true", help="JSON for scripts")
+
+
+async def _operator(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from services.query import cli
+    from services.query.errors import QueryError
+    from services.query.filters import CallFilters, DeadLetterFilters, RunFilters
+
+    if (args.command, args.action) == ("runs", "show"):
+        return await cli.runs_show(settings, args.run_id, args.json)
+    if (args.command, args.action) == ("dlq", "replay"):
+        return await cli.dlq_replay(settings, args.schema, args.id, args.force)
+    page = {"limit": args.limit, "after": args.after}
+    try:
+        if args.command == "runs":
+            filters = RunFilters(tenant=args.tenant, state=args.state, **page)
+            return await cli.runs_list(settings, filters, args.json)
+        if args.command == "unknown":
+            return await cli.unknown_list(settings, CallFilters(tenant=args.tenant, **page), args.json)
+        filters = DeadLetterFilters(schema_name=args.schema, topic=args.topic, **page)
+        return await cli.dlq_list(settings, filters, args.json)
+    except ValidationError as invalid:
+        print("intentledger: " + "; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                           for e in invalid.errors()), file=sys.stderr)
+        return 2
+    except QueryError as invalid:
+        print(f"intentledger: {invalid.message}", file=sys.stderr)
+        return 2
+
+
+def _infra(settings: Settings, action: str, purge: bool) -> int:
+    from shared import infra
+
+    try:
+        if action == "up":
+            endpoints = infra.up(settings)
+            print(f"kafka:    {endpoints.kafka_bootstrap}\npostgres: {endpoints.database_url}")
+        elif action == "down":
+            from intentledger.demo import console as demo_console
+
+            if demo_console.stop(settings):
+                print("infra: stopped the demo's console")
+            infra.down(settings, purge=purge)
+        else:
+            print(json.dumps(infra.status(settings), indent=2))
+    except infra.InfraError as missing:
+        print(f"intentledger: {missing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

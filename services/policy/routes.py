@@ -1,0 +1,17 @@
+"""What the policy consumes, and which of its handlers applies each event."""
+
+from __future__ import annotations
+
+from services.policy.handlers import PolicyHandler
+from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED
+from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
+from shared.messaging.routes import IGNORED, Routes
+from shared.topology import LEDGER_APPROVALS, LEDGER_INTAKE
+
+ROUTES: Routes = {
+    LEDGER_INTAKE: {PROPOSAL_ACCEPTED: PolicyHandler.decide,
+                    DUPLICATE_PROPOSAL: IGNORED,  # names an intent that exists: decided already
+                    PROPOSAL_REJECTED: IGNORED},  # never became an intent
+    LEDGER_APPROVALS: {APPROVAL_GRANTED: PolicyHandler.on_approval,
+                       APPROVAL_REFUSED: PolicyHandler.on_approval},
+}

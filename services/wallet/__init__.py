@@ -1,2 +1,0 @@
-"""The reference downstream wallet (DESIGN.md §7): debit and refund, reachable through the Kafka
-effect adapter and over HTTP, each intent applied at most once."""

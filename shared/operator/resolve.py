@@ -1,0 +1,80 @@
+"""``intentledger resolve``: an operator settles by hand a call reconciliation could not settle.
+
+The command names the call and brings the evidence; the run it belongs to is read from the
+dispatcher's record. It publishes a ``Resolution`` on ``ledger.resolutions`` like any resolution
+tool would, then waits for the dispatcher's verdict: the resolution is applied by a step under the
+run's lease (so it cannot race the dispatcher's own reconciliation), or refused with a reason
+(the call is not unresolved, or the policy's ``resolutions`` do not name this operator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from shared.config import Endpoints
+from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
+from shared.messaging.envelope import Envelope
+from shared.operator.publish import publish
+
+PRODUCER = "intentledger-cli"
+SCHEMA = "dispatcher"
+"""Where the intent and the verdicts on resolutions are recorded."""
+
+
+class NoSuchIntent(Exception):
+    """The dispatcher has no such call; nothing was published."""
+
+
+@dataclass(frozen=True)
+class ResolutionRequest:
+    logical_call_id: uuid.UUID
+    outcome: str
+    operator_id: str
+    reason: str
+    evidence: str
+    receipt_id: str | None = None
+    result: dict[str, Any] | None = None
+
+
+async def resolve(endpoints: Endpoints, request: ResolutionRequest, *, topic: str,
+                  timeout_s: float = 60.0) -> dict[str, Any]:
+    """Publish the resolution and return the dispatcher's verdict: ``status`` applied, refused or
+    pending (no verdict within ``timeout_s``), the call's ``state`` and any ``reason``."""
+    conn = await asyncpg.connect(endpoints.database_url, server_settings={"application_name": PRODUCER})
+    try:
+        run_id = await conn.fetchval(f"SELECT run_id FROM {SCHEMA}.calls WHERE logical_call_id = $1",
+                                     resolution.logical_call_id)
+        if run_id is None:
+            raise NoSuchIntent(f"the dispatcher has no call {resolution.logical_call_id}")
+        resolution = Resolution(
+            logical_call_id=resolution.logical_call_id, run_id=run_id, outcome=resolution.outcome,
+            operator_id=resolution.operator_id, reason=resolution.reason, evidence=resolution.evidence,
+            receipt_id=resolution.receipt_id, result=resolution.result, decided_at=datetime.now(UTC))
+        envelope = Envelope.new(event_type=RESOLUTION_REQUESTED, run_id=run_id, producer=PRODUCER,
+                                payload=resolution.model_dump(mode="json"))
+        await publish(endpoints.kafka_bootstrap, topic, envelope)
+        return await _verdict(conn, envelope.event_id, resolution.logical_call_id, timeout_s)
+    finally:
+        await conn.close()
+
+
+async def _verdict(conn: asyncpg.Connection, event_id: uuid.UUID, logical_call_id: uuid.UUID,
+                   timeout_s: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + timeout_s
+    while True:
+        row = await conn.fetchrow(
+            f"SELECT r.status, r.reason, c.state FROM {SCHEMA}.calls c LEFT JOIN "
+            f"{SCHEMA}.resolutions r ON r.event_id = $1 WHERE c.logical_call_id = $2",
+            event_id, logical_call_id)
+        status = row["status"] or "pending"
+        if status != "pending" or loop.time() > give_up:
+            return {"event_id": str(event_id), "status": status, "reason": row["reason"],
+                    "state": row["state"]}
+        await asyncio.sleep(0.2)

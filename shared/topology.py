@@ -1,0 +1,139 @@
+"""Every Kafka topic of intentledger: what it carries, who writes it, who reads it, its key.
+
+The one place a reader learns the pipeline's wiring. Everything else that names topics or
+consumer groups is derived from this table or tested against it: the services' settings
+defaults, the consumer groups that lag is counted in, the README's topic table
+(``python -m shared.topology --readme``), the AsyncAPI channels, the Strimzi topics and ACLs
+and the KEDA lag triggers (``tests/unit/test_topology.py``).
+
+A service's *records* are written to its outbox in the transaction that changes its state
+and reach Kafka only through the relay; so the relay is the Kafka writer of every topic whose
+producer is a service of ours, and only people's tools, agents and downstream systems write
+directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+AGENT_PROPOSALS = "agent.proposals"
+AGENT_RESULTS = "agent.results"
+LEDGER_INTAKE = "ledger.intake"
+LEDGER_APPROVALS = "ledger.approvals"
+LEDGER_AUTHORIZATIONS = "ledger.authorizations"
+LEDGER_RESOLUTIONS = "ledger.resolutions"
+LEDGER_DISPATCH = "ledger.dispatch"
+LEDGER_EFFECTS = "ledger.effects"
+EFFECT_RECEIPTS = "effects.receipts"
+EFFECTS_WALLET = "effects.wallet"
+EFFECTS_WAREHOUSE = "effects.warehouse"
+
+OUTBOX_PRODUCERS = frozenset({"proposal-intake", "policy", "dispatcher", "projection",
+                              "wallet", "warehouse"})
+"""Producers whose records go through an outbox (and so the relay)."""
+RELAY = "relay"
+AGENTS = "agents"
+OPERATORS = "operators"
+"""People, through ``intentledger approve | reject | resolve``."""
+CONSOLE = "query"
+"""The operator console's resolve form, served by the query service as the signed-in person."""
+DOWNSTREAMS = "downstream systems"
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    carries: str
+    schema: str
+    """The JSON Schema of its records, under ``schemas/``."""
+    key: str
+    """What the Kafka record key is: ordering holds per key."""
+    producers: tuple[str, ...]
+    groups: tuple[str, ...]
+    """Our consumer groups that read it (outside readers use groups of their own)."""
+    public: bool
+    """Part of the public contract: agents, people or downstream systems use it."""
+
+    @property
+    def kafka_writers(self) -> tuple[str, ...]:
+        """Who holds Write on it: the relay for an outbox producer, else the producer itself."""
+        return tuple(dict.fromkeys(RELAY if producer in OUTBOX_PRODUCERS else producer
+                                   for producer in self.producers))
+
+
+TOPICS = (
+    Topic(AGENT_PROPOSALS, "proposals from agents (generic, OpenAI or Anthropic shapes)",
+          "agent.proposals.schema.json", "run id", (AGENTS,), ("proposal-intake",), True),
+    Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome",
+          "agent.results.schema.json", "run id", ("proposal-intake", "projection"), (), True),
+    Topic(LEDGER_INTAKE, "accepted intents and the intake's other answers",
+          "ledger.intake.schema.json", "run id", ("proposal-intake",), ("policy", "projection"),
+          False),
+    Topic(LEDGER_APPROVALS, "people's approvals and refusals of an intent",
+          "ledger.approvals.schema.json", "run id", (OPERATORS,), ("policy",), True),
+    Topic(LEDGER_AUTHORIZATIONS, "the policy's decisions: allowed with a capability, denied, "
+          "awaiting approval", "ledger.authorizations.schema.json", "run id", ("policy",),
+          ("dispatcher", "projection"), False),
+    Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents left UNKNOWN or in review",
+          "ledger.resolutions.schema.json", "run id", (OPERATORS, CONSOLE),
+          ("dispatcher-priority",), True),
+    Topic(LEDGER_DISPATCH, "the dispatcher's lifecycle of each intent",
+          "ledger.dispatch.schema.json", "run id", ("dispatcher",), ("projection",), False),
+    Topic(LEDGER_EFFECTS, "committed business effects, with their audit trail",
+          "ledger.effects.schema.json", "run id", ("dispatcher",), ("projection",), True),
+    Topic(EFFECT_RECEIPTS, "downstream systems' receipts for effect requests and lookups",
+          "effects.receipts.schema.json", "run id", ("wallet", "warehouse", DOWNSTREAMS),
+          ("dispatcher-priority",), True),
+    Topic(EFFECTS_WALLET, "effect requests for the reference wallet's tools",
+          "effects.requests.schema.json", "run id", ("dispatcher",), ("wallet",), True),
+    Topic(EFFECTS_WAREHOUSE, "effect requests for the reference warehouse's tools",
+          "effects.requests.schema.json", "run id", ("dispatcher",), ("warehouse",), True),
+)
+BY_NAME = {topic.name: topic for topic in TOPICS}
+
+PRIORITY_SUFFIX = "-priority"
+
+
+def priority_group(service: str) -> str:
+    """The consumer group of a service's priority lane (``ConsumerService.priority``)."""
+    return f"{service}{PRIORITY_SUFFIX}"
+
+
+def service_of(group: str) -> str:
+    return group.removesuffix(PRIORITY_SUFFIX)
+
+
+def groups_of(service: str) -> tuple[str, ...]:
+    """The consumer groups a service's processes consume in, in topology order."""
+    return tuple(dict.fromkeys(group for topic in TOPICS for group in topic.groups
+                               if service_of(group) == service))
+
+
+def consumed_by(group: str) -> tuple[str, ...]:
+    return tuple(topic.name for topic in TOPICS if group in topic.groups)
+
+
+CONSUMER_GROUPS = {service: groups_of(service) for service in dict.fromkeys(
+    service_of(group) for topic in TOPICS for group in topic.groups)}
+"""Per consuming service, its consumer groups: what quiescence checks, lag samples and the
+benchmark count from."""
+SERVICE_GROUPS = tuple(group for groups in CONSUMER_GROUPS.values() for group in groups)
+
+
+def readme_table() -> str:
+    """The README's topic table (between its ``topics:begin`` / ``topics:end`` markers)."""
+    rows = ["| topic | carries | producer | consumer groups | schema | key |",
+            "|---|---|---|---|---|---|"]
+    for topic in TOPICS:
+        name = f"`{topic.name}`" + (" ⚑" if topic.public else "")
+        groups = ", ".join(f"`{group}`" for group in topic.groups) or "agents' own groups"
+        rows.append(f"| {name} | {topic.carries} | {', '.join(topic.producers)} | {groups} "
+                    f"| [{topic.schema}](schemas/{topic.schema}) | {topic.key} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--readme"]:
+        sys.exit("usage: python -m shared.topology --readme")
+    print(readme_table())

@@ -1,10 +1,12 @@
 # The two commands a new user needs are `make demo` and `make test`; the rest are conveniences.
+# Each installs what it needs on first use: the system packages (scripts/system-packages: as
+# root on Debian it installs them, elsewhere it prints the apt-get line) and a virtualenv.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-quick bench-relay infra-up infra-down install clean
+.PHONY: demo test unit lint bench bench-quick bench-relay infra-up infra-down install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "intentledger needs Python >= 3.11")'
@@ -16,25 +18,38 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
+	scripts/system-packages demo
 	$(BIN)/intentledger demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -ra
+	scripts/system-packages test
+	PATH="$$PATH:$$(go env GOPATH 2>/dev/null)/bin" $(BIN)/python -m pytest -ra
+
+# The tests that need no Kafka, PostgreSQL or browser (seconds, not minutes).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # The end-to-end benchmark (bench/e2e/): every service as a process, an open-loop ramp of
 # proposals, correctness at the end; writes bench/results/e2e.json and PNG plots. Extra flags:
 # make bench BENCH_ARGS="--rates 100,400 --step-seconds 30"; `make bench-quick` is a smoke.
 BENCH_ARGS ?=
 bench: $(STAMP)
+	scripts/system-packages demo
 	$(BIN)/python -m bench.e2e $(BENCH_ARGS)
 
 bench-quick: $(STAMP)
+	scripts/system-packages demo
 	$(BIN)/python -m bench.e2e --quick $(BENCH_ARGS)
 
 bench-relay: $(STAMP)
+	scripts/system-packages demo
 	$(BIN)/python -m bench.relay
 
 infra-up: $(STAMP)
+	scripts/system-packages demo
 	$(BIN)/intentledger infra up
 
 infra-down: $(STAMP)

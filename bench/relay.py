@@ -131,7 +131,7 @@ async def _idle_lag(pool, endpoints, rows: int, interval_s: float) -> dict:
         await asyncio.sleep(1.0)  # the relay's start-up scan is over
         for written in range(1, rows + 1):
             await probe.emit([f"run-{written % 200}"], per_key=1)
-            await wait_for(lambda: _published(probe, written), timeout=30, interval=0.005)
+            await wait_for(lambda written=written: _published(probe, written), timeout=30, interval=0.005)
             await asyncio.sleep(interval_s)
         samples = sorted(metrics.publish_lag_ms)
     return {"p50": _quantile(samples, 0.50), "p99": _quantile(samples, 0.99),

@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         decide.add_argument("logical_call_id", type=uuid.UUID)
         decide.add_argument("--approver", required=True, help="who decides (never the requester)")
         decide.add_argument("--reason")
-    resolve = commands.add_parser("resolve", help="settle by hand, with evidence, a call left "
-                                                 "UNKNOWN or in MANUAL_REVIEW")
+    resolve = commands.add_parser("resolve", help="settle by hand, with evidence, an intent "
+                                                 "reconciliation left RECONCILING or in "
+                                                 "MANUAL_REVIEW")
     resolve.add_argument("logical_call_id", type=uuid.UUID)
     resolve.add_argument("--outcome", required=True, choices=["succeeded", "failed"])
     resolve.add_argument("--operator", required=True, help="who resolves (named by the policy's "
@@ -192,8 +193,8 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
     from services.dispatcher.settings import DispatcherSettings
     from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
 
-    resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.operator, args.reason, args.evidence,
-                    args.receipt, args.result)
+    resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.operator, args.reason,
+                                   args.evidence, args.receipt, args.result)
     try:
         verdict = await resolve(settings.endpoints, resolution, timeout_s=args.timeout,
                                 topic=DispatcherSettings().resolutions_topic)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.contracts.authorizations import Capability
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools.jcs import jcs
 
 _BOUND_FIELDS = ("run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
@@ -29,7 +29,7 @@ def sign(claims: dict[str, Any], secret: bytes) -> Capability:
     return unsigned.model_copy(update={"signature": _mac(normalized, secret)})
 
 
-def refusal(capability: Capability, intent: ToolIntent, secret: bytes, now: datetime) -> str | None:
+def refusal(capability: Capability, intent: Intent, secret: bytes, now: datetime) -> str | None:
     """Why this capability does not authorize this intent now, or None when it does: a valid
     signature, every identifying field of the intent (its deadline and attempt budget too),
     the arguments themselves against the signed hash, and nothing expired."""

@@ -71,7 +71,8 @@ class Health:
 
     async def readiness(self) -> tuple[bool, dict[str, str]]:
         names = list(self._checks)
-        results = dict(zip(names, await asyncio.gather(*(_run(self._checks[n]) for n in names))))
+        results = dict(zip(names, await asyncio.gather(*(_run(self._checks[n]) for n in names)),
+                           strict=True))
         return all(result == "ok" for result in results.values()), results
 
 

@@ -10,11 +10,13 @@ import contextvars
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import MappingProxyType
 
-_context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("log_context", default={})
+_context: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "log_context", default=MappingProxyType({}))
 
 
 @contextmanager

@@ -5,7 +5,8 @@ them across Kafka: ``shared.tracing``). With ``INTENTLEDGER_OTLP=1`` spans and m
 exported over OTLP/gRPC to the collector at ``OTEL_EXPORTER_OTLP_ENDPOINT`` (the standard
 variable, one endpoint for both signals; default ``http://localhost:4317``, ``http://`` meaning
 no TLS). The exporters read the other standard variables themselves (``OTEL_EXPORTER_OTLP_HEADERS``,
-``_CERTIFICATE``, ``_TIMEOUT``; ``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default). Metrics are instruments on the global meter provider,
+``_CERTIFICATE``, ``_TIMEOUT``; ``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default). Metrics are
+instruments on the global meter provider,
 created at import anywhere in the code: they stay no-ops until a provider with a reader is set.
 ``INTENTLEDGER_TRACES=console`` prints every span instead (debugging).
 """

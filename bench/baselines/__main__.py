@@ -3,7 +3,8 @@
     python -m bench.baselines pgbench [--seconds 10] [--clients 16] [--batch-rows 100]
     python -m bench.baselines kafka_raw [--records 100000]
     python -m bench.baselines faststream_vs_raw [--records 100000] [--rounds 2]
-    python -m bench.baselines dbos_peer [--seconds 10] [--concurrency 32] [--latency-workflows 200] [--mode direct|queue] [--steps transaction|step]
+    python -m bench.baselines dbos_peer [--seconds 10] [--concurrency 32] [--latency-workflows 200]
+        [--mode direct|queue] [--steps transaction|step]
 
 Infrastructure comes from ``intentledger infra up`` (or the INTENTLEDGER_KAFKA_BOOTSTRAP /
 INTENTLEDGER_DATABASE_URL endpoints it attaches to).

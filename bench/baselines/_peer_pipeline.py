@@ -46,7 +46,8 @@ class PoolDb:
 
 def _dollars(sql: str) -> str:
     parts = sql.split("%s")
-    return "".join(part + (f"${index + 1}" if index < len(parts) - 1 else "") for index, part in enumerate(parts))
+    return "".join(part + (f"${index + 1}" if index < len(parts) - 1 else "")
+                   for index, part in enumerate(parts))
 
 
 async def intake(db: Any, proposal: dict) -> str:
@@ -75,8 +76,9 @@ async def decide(db: Any, call_id: str, proposal: dict) -> str:
         outcome, rule = "denied", "amount-limit"
     else:
         outcome, rule = "allowed", "default-allow"
-    await db.execute(f"INSERT INTO {APP_SCHEMA}.decisions (logical_call_id, outcome, rule) VALUES (%s, %s, %s)"
-                     " ON CONFLICT (logical_call_id) DO NOTHING", uuid.UUID(call_id), outcome, rule)
+    await db.execute(f"INSERT INTO {APP_SCHEMA}.decisions (logical_call_id, outcome, rule)"
+                     " VALUES (%s, %s, %s) ON CONFLICT (logical_call_id) DO NOTHING",
+                     uuid.UUID(call_id), outcome, rule)
     return outcome
 
 
@@ -97,8 +99,9 @@ async def dispatch(db: Any, call_id: str, proposal: dict) -> bool:
 
 async def project(db: Any, call_id: str, outcome: str, debited: bool) -> None:
     await db.execute(
-        f"INSERT INTO {APP_SCHEMA}.read_model (logical_call_id, state, updated_at) VALUES (%s, %s, now())"
-        " ON CONFLICT (logical_call_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+        f"INSERT INTO {APP_SCHEMA}.read_model (logical_call_id, state, updated_at)"
+        " VALUES (%s, %s, now()) ON CONFLICT (logical_call_id)"
+        " DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
         uuid.UUID(call_id), "succeeded" if debited else outcome)
 
 
@@ -126,13 +129,15 @@ CREATE TABLE {APP_SCHEMA}.wallets (
     id text PRIMARY KEY, balance_minor bigint NOT NULL CHECK (balance_minor >= 0),
     version bigint NOT NULL DEFAULT 1);
 CREATE TABLE {APP_SCHEMA}.debits (
-    operation_key text PRIMARY KEY, logical_call_id uuid NOT NULL, wallet_id text NOT NULL REFERENCES {APP_SCHEMA}.wallets (id),
+    operation_key text PRIMARY KEY, logical_call_id uuid NOT NULL,
+    wallet_id text NOT NULL REFERENCES {APP_SCHEMA}.wallets (id),
     amount_minor bigint NOT NULL CHECK (amount_minor > 0), created_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE {APP_SCHEMA}.read_model (
     logical_call_id uuid PRIMARY KEY, state text NOT NULL, updated_at timestamptz NOT NULL);
 """)
         await conn.execute(f"INSERT INTO {APP_SCHEMA}.wallets (id, balance_minor) "
-                           "SELECT 'w-' || g, $1 FROM generate_series(0, $2 - 1) AS g", WALLET_BALANCE, wallets)
+                           "SELECT 'w-' || g, $1 FROM generate_series(0, $2 - 1) AS g",
+                           WALLET_BALANCE, wallets)
     finally:
         await conn.close()
 
@@ -143,9 +148,12 @@ async def check(url: str, workflows: int) -> None:
     try:
         counts = {table: await conn.fetchval(f"SELECT count(*) FROM {APP_SCHEMA}.{table}")
                   for table in ("intents", "decisions", "debits", "read_model")}
-        debited = await conn.fetchval(f"SELECT coalesce(sum(amount_minor), 0) FROM {APP_SCHEMA}.debits")
-        spent = await conn.fetchval(f"SELECT sum($1 - balance_minor) FROM {APP_SCHEMA}.wallets", WALLET_BALANCE)
-        statuses = dict(await conn.fetch("SELECT status, count(*) FROM dbos.workflow_status GROUP BY status"))
+        debited = await conn.fetchval(
+            f"SELECT coalesce(sum(amount_minor), 0) FROM {APP_SCHEMA}.debits")
+        spent = await conn.fetchval(f"SELECT sum($1 - balance_minor) FROM {APP_SCHEMA}.wallets",
+                                    WALLET_BALANCE)
+        statuses = dict(await conn.fetch(
+            "SELECT status, count(*) FROM dbos.workflow_status GROUP BY status"))
     finally:
         await conn.close()
     problems = [f"{table}: {count} rows" for table, count in counts.items() if count != workflows]

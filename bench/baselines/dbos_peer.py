@@ -27,7 +27,8 @@ session-reset round trip on release, as our services' pools do: the steps change
 state), no concurrency cap
 (workflows started directly, or in ``queue`` mode through a queue with no limit polled every
 10 ms, whose results are polled every 10 ms too),
-10 ms notification polling, no tracing, no cloud. Same durability as ours: ``synchronous_commit=on`` (checked).
+10 ms notification polling, no tracing, no cloud. Same durability as ours:
+``synchronous_commit=on`` (checked).
 
 Figures: ``workflows_per_s`` with ``concurrency`` starters each starting a workflow and awaiting
 its result in a loop for ``seconds`` (saturation), and ``p50_ms``/``p99_ms`` of start → result
@@ -180,7 +181,8 @@ class _Peer:
     async def sequential(self, count: int, wallets: int) -> list[float]:
         return [await self.one(wallets) for _ in range(count)]
 
-    async def saturate(self, concurrency: int, seconds: float, wallets: int) -> tuple[int, float, list[float]]:
+    async def saturate(self, concurrency: int, seconds: float,
+                       wallets: int) -> tuple[int, float, list[float]]:
         latencies: list[float] = []
         started = time.perf_counter()
         deadline = started + seconds
@@ -217,7 +219,8 @@ def _register(DBOS: Any, datasource: Any, pool: asyncpg.Pool | None) -> Any:
 
         def step(logic: Any) -> Any:
             async def run_in_session(*args: Any) -> Any:
-                return await logic(pipeline_steps.SessionDb(await datasource.sql_session().connection()), *args)
+                return await logic(pipeline_steps.SessionDb(await datasource.sql_session().connection()),
+                                   *args)
             run_in_session.__name__ = run_in_session.__qualname__ = logic.__name__
             return decorate(run_in_session)
     else:

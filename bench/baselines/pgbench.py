@@ -148,7 +148,7 @@ BEGIN;
 INSERT INTO "{schema}".state AS s (id, version, data, updated_at) VALUES (:id::bigint, 1, '{state}'::jsonb, now()) ON CONFLICT (id) DO UPDATE SET version = s.version + 1, data = excluded.data, updated_at = now();
 INSERT INTO "{schema}".outbox (event_id, topic, partition_key, headers, envelope) VALUES (gen_random_uuid(), 'bench.pgbench', 'run-' || :id::bigint, '{headers}'::jsonb, '{envelope}'::jsonb || jsonb_build_object('seq', :id::bigint));
 END;
-"""
+"""  # noqa: E501
 
 
 def _batched_script(schema: str, rows: int) -> str:
@@ -158,7 +158,7 @@ BEGIN;
 INSERT INTO "{schema}".state AS s (id, version, data, updated_at) SELECT :base::bigint + g, 1, '{state}'::jsonb, now() FROM generate_series(1, {rows}) AS g ON CONFLICT (id) DO UPDATE SET version = s.version + 1, data = excluded.data, updated_at = now();
 INSERT INTO "{schema}".outbox (event_id, topic, partition_key, headers, envelope) SELECT gen_random_uuid(), 'bench.pgbench', 'run-' || (:base::bigint + g), '{headers}'::jsonb, '{envelope}'::jsonb || jsonb_build_object('seq', :base::bigint + g) FROM generate_series(1, {rows}) AS g;
 END;
-"""
+"""  # noqa: E501
 
 
 def _libpq_env(database_url: str) -> dict[str, str]:
@@ -187,5 +187,6 @@ async def _pgbench(binary: str, arguments: list[str], env: dict[str, str]) -> di
     failed = re.search(r"number of failed transactions: (\d+)", text)
     return {"tps": float(re.search(r"tps = ([\d.]+)", text).group(1)),
             "latency_avg_ms": float(re.search(r"latency average = ([\d.]+) ms", text).group(1)),
-            "transactions": int(re.search(r"number of transactions actually processed: (\d+)", text).group(1)),
+            "transactions": int(re.search(r"number of transactions actually processed: (\d+)",
+                                          text).group(1)),
             "failed": int(failed.group(1)) if failed else 0}

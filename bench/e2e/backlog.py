@@ -47,7 +47,7 @@ class Backlog:
         committed = await asyncio.gather(*(self._admin.list_consumer_group_offsets(group)
                                            for group in GROUP_TOPICS))
         lags = {}
-        for (group, topics), offsets in zip(GROUP_TOPICS.items(), committed):
+        for (group, topics), offsets in zip(GROUP_TOPICS.items(), committed, strict=True):
             behind = 0
             for tp, end in ends.items():
                 if tp.topic not in topics:

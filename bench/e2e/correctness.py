@@ -54,7 +54,7 @@ async def check_correctness(pool: asyncpg.Pool, names: RunNames, proposals: Prop
         "passed": not failures, "failures": failures, "drain": drained,
         "proposals_published": published, "accepted_answers": proposals.accepted,
         "answers_on_agent_results": dict(proposals.answers),
-        "intake_logical_calls": ledger.intake["calls"],
+        "intake_intents": ledger.intake["calls"],
         "distinct_operation_keys": ledger.intake["keys"],
         "dispatcher_states": ledger.dispatcher_states,
         "projection_states": ledger.projection_states, "compensations": ledger.compensations,
@@ -81,7 +81,7 @@ async def _read_ledger(conn: asyncpg.Connection, names: RunNames,
     intake = await conn.fetchrow(
         "SELECT count(*) AS calls, count(DISTINCT operation_key) AS keys,"
         " count(DISTINCT (run_id, provider_call_id)) AS proposals"
-        " FROM proposal_intake.logical_calls WHERE run_id LIKE $1", runs)
+        " FROM proposal_intake.intents WHERE run_id LIKE $1", runs)
     dispatcher_states = dict(await conn.fetch(
         "SELECT state, count(*) FROM dispatcher.calls WHERE run_id LIKE $1"
         " AND compensates IS NULL GROUP BY state", runs))
@@ -96,7 +96,7 @@ async def _read_ledger(conn: asyncpg.Connection, names: RunNames,
         " USING (logical_call_id) WHERE d.run_id LIKE $1"
         " AND p.state IS DISTINCT FROM d.state", runs)
     not_at_dispatcher = await conn.fetchval(
-        "SELECT count(*) FROM proposal_intake.logical_calls lc WHERE lc.run_id LIKE $1"
+        "SELECT count(*) FROM proposal_intake.intents lc WHERE lc.run_id LIKE $1"
         " AND NOT EXISTS (SELECT 1 FROM dispatcher.calls d"
         "                 WHERE d.logical_call_id = lc.logical_call_id)", runs)
     effects = await conn.fetch(
@@ -174,7 +174,7 @@ def _failures(ledger: Ledger, proposals: Proposals, send_errors: list[str],
         failures.append(f"{published} proposals published, {intake['proposals']} known to "
                         "the intake (lost or extra proposals)")
     if intake["keys"] != intake["calls"]:
-        failures.append(f"{intake['calls']} logical calls but {intake['keys']} operation keys")
+        failures.append(f"{intake['calls']} intents but {intake['keys']} operation keys")
     if unanswered:
         failures.append(f"{unanswered} proposals without ProposalAccepted on {AGENT_RESULTS}")
     if answers["rejected"] or answers["duplicate"]:

@@ -33,7 +33,7 @@ async def hop_latencies(pool: asyncpg.Pool, names: RunNames,
         " max(e.occurred_at) FILTER (WHERE e.event_type = 'ToolResultRecorded') AS result,"
         " (SELECT d.created_at FROM wallet.debits d"  # by its key: debits has no index by call
         "   WHERE d.operation_key = lc.operation_key) AS debited"
-        " FROM proposal_intake.logical_calls lc"
+        " FROM proposal_intake.intents lc"
         " JOIN projection.events e ON e.logical_call_id = lc.logical_call_id"
         " WHERE lc.run_id LIKE $1"
         " GROUP BY lc.provider_call_id, lc.logical_call_id, lc.operation_key",
@@ -47,7 +47,7 @@ async def hop_latencies(pool: asyncpg.Pool, names: RunNames,
                   *(_epoch(row[c]) for c in ("accepted", "authorized", "intent", "attempt",
                                              "debited", "result")),
                   proposals.t_set_occurred[i], proposals.t_set[i]]
-        for name, start, end in zip(HOPS, points, points[1:]):
+        for name, start, end in zip(HOPS, points, points[1:], strict=False):
             if not (math.isnan(start) or math.isnan(end)):
                 per_step[proposals.step_of[i]][name].append((end - start) * 1000)
     return {"hops": list(HOPS), "per_step": {

@@ -79,7 +79,7 @@ def _timeline(result: dict[str, Any], bench: Bench, path: Path) -> None:
         late = (settled - published)[done] * 1000
         seconds = np.floor(published[done]).astype(int)
         by_second: dict[int, list[float]] = {}
-        for second, value in zip(seconds, late):
+        for second, value in zip(seconds, late, strict=True):
             by_second.setdefault(int(second), []).append(float(value))
         xs = sorted(by_second)
         for q, label, colour in ((50, "p50", COLOURS[0]), (99, "p99", COLOURS[4]),
@@ -197,7 +197,7 @@ def _hops(result: dict[str, Any], bench: Bench, path: Path) -> None:
     figure, axes = plt.subplots(len(steps), 1, figsize=(10, 1.2 + 2.3 * len(steps)),
                                 squeeze=False)
     positions = np.arange(len(hops))
-    for axis, step in zip(axes[:, 0], steps):
+    for axis, step in zip(axes[:, 0], steps, strict=True):
         for offset, quantile, colour in ((-0.2, "p50", COLOURS[0]), (0.2, "p99", COLOURS[4])):
             values = [(step["hops_ms"].get(hop) or {}).get(quantile) or 0.0 for hop in hops]
             axis.barh(positions + offset, values, height=0.4, color=colour, label=quantile)

@@ -10,7 +10,7 @@ functions, so they cannot drift. For a request the order of the checks is the co
 2. **key** — settled before: the recorded answer (``replayed``), whatever else is wrong with
    this request: refusing it would deny an effect that exists. Settled for other arguments:
    ``rejected`` ``operation_key_reused``.
-3. **the request itself** — unknown tool, arguments that do not fit, a passed deadline, or a
+3. **the request itself** — a tool it does not serve, arguments that do not fit, a passed deadline, or a
    refusal injected at ``wallet.refuse`` (``drop``; ``wallet.refuse_refund`` refuses refunds
    only, the compensation that cannot succeed): ``rejected``, the key is released
    unsettled, so a lookup answers ``not_found`` and a later request under the key is new.

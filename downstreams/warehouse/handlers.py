@@ -20,6 +20,7 @@ import logging
 from datetime import UTC, datetime
 
 import asyncpg
+from pydantic import ValidationError
 
 from downstreams.warehouse import repository as repo
 from downstreams.warehouse.contracts import WarehouseReason

@@ -91,7 +91,7 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
     payload = dict(sent.outcome.payload)
     if sent.outcome.status == "pending":  # not answered yet (a snapshot): the intake's own row
         row = await conn.fetchrow(
-            "SELECT logical_call_id, operation_key, tool_name FROM proposal_intake.logical_calls "
+            "SELECT logical_call_id, operation_key, tool_name FROM proposal_intake.intents "
             "WHERE run_id = $1 AND provider_call_id = $2", sent.run_id,
             sent.proposal.call_id or sent.proposal.name)
         payload |= {k: str(v) for k, v in row.items()} if row else {}
@@ -102,7 +102,8 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
                             "logical_call_id": call_id, "operation_key": key, "tool": tool,
                             "state": "REJECTED" if sent.outcome.status == "rejected" else None,
                             "attempts": 0, "sends": 0, "lookups": 0, "events": [],
-                            "result": None, "receipts": [], "dispatch_reason": None, "compensation_state": None,
+                            "result": None, "receipts": [], "dispatch_reason": None,
+                            "compensation_state": None,
                             "compensation_effects": 0, "deadline_slack_s": None}
     fact["business_effects"] = await count_effects(conn, counters, tool, key)
     if call_id is None:

@@ -374,7 +374,7 @@ class Scenario:
                                  self.started_at, placements)
 
     async def _settled(self) -> dict[str, dict[str, Any]]:
-        """The latest ToolCallSettled the agent was sent per logical call."""
+        """The latest ToolCallSettled the agent was sent per intent."""
         latest: dict[str, dict[str, Any]] = {}
         for record in await self.positions.since_start(AGENT_RESULTS):
             try:

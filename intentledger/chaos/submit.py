@@ -56,7 +56,7 @@ async def send_turn(bootstrap: str, run_id: str, turn: list[Proposal], timeout: 
                 submit = agent.propose_openai_chat if first.format == "openai.chat" \
                     else agent.propose_anthropic
                 outcomes = await submit(message, operation_keys=keys, timeout=timeout)
-    return [Sent(proposal, run_id, outcome) for proposal, outcome in zip(turn, outcomes)]
+    return [Sent(proposal, run_id, outcome) for proposal, outcome in zip(turn, outcomes, strict=True)]
 
 
 def _message(format_: str, turn: list[Proposal]) -> dict[str, Any]:

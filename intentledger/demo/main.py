@@ -122,7 +122,8 @@ async def _send_ping(pool, run_id: str) -> Envelope:
             raise RuntimeError(f"ping {run_id} already exists ({outcome.value})")
         uow.emit(TOPIC, event)
         await uow.commit()
-    print(f"committed state + outbox row in one transaction:\n{json.dumps(event.model_dump(mode='json'), indent=2)}")
+    print("committed state + outbox row in one transaction:\n"
+          f"{json.dumps(event.model_dump(mode='json'), indent=2)}")
     return event
 
 

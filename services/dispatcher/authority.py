@@ -17,7 +17,7 @@ from services.dispatcher.repository import Call, Run
 from shared import capabilities
 from shared.contracts.authorizations import Capability, GrantedApproval
 from shared.contracts.dispatch import CallState, DispatchReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 Verdict = Literal["allow", "deny", "require_approval"]
 
@@ -32,10 +32,10 @@ class PolicyView(Protocol):
         """Re-read the policy now: the capability may come from a newer version than the
         last one this process loaded."""
 
-    def evaluate(self, intent: ToolIntent,
+    def evaluate(self, intent: Intent,
                  approvals: tuple[GrantedApproval, ...] = ()) -> Verdict: ...
 
-    def resolution_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None: ...
+    def resolution_rule(self, operator_id: str, intent: Intent, outcome: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
                         now: datetime, *, requires_approval: bool = False) -> Refusal | None:
     """``requires_approval``: the registry's flag for the call's tool; checked here again so
     that no policy file, however written, lets an irreversible call out unapproved."""
-    intent = ToolIntent.model_validate(call.intent)
+    intent = Intent.model_validate(call.intent)
     issued_under = call.policy_version
     if now >= call.deadline_at:
         return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,

@@ -3,7 +3,7 @@
 The registry names each compensatable tool's compensating tool and where its arguments come
 from (the original call's canonical arguments or its validated result). The compensation gets
 an intent of its own: its own operation key (from the compensating tool's key scheme, so a
-repeated request for it is the same intent), a deterministic logical call id (a crash between
+repeated request for it is the same intent), a deterministic intent id (a crash between
 deciding and recording cannot mint a second one), its own deadline, and then the same life as
 any call: authority, attempts, reconciliation, audit.
 """
@@ -16,7 +16,7 @@ from datetime import datetime
 
 from services.dispatcher.repository import Call
 from shared.contracts.dispatch import DispatchReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools import CanonicalArguments, Rejection, ToolSpec, operation_key
 from shared.tools import paths
 from shared.tools.jcs import jcs
@@ -32,7 +32,7 @@ class NoCompensation(Exception):
 
 
 def compensation_intent(original: Call, compensating: ToolSpec, sources: dict[str, str],
-                        deadline_at: datetime) -> ToolIntent:
+                        deadline_at: datetime) -> Intent:
     arguments = {}
     for target, source in sources.items():
         root, _, path = source.partition(".")
@@ -52,7 +52,7 @@ def compensation_intent(original: Call, compensating: ToolSpec, sources: dict[st
         raise NoCompensation(DispatchReason.COMPENSATION_ARGUMENTS_MISSING,
                              rejection.message) from None
     provider_call_id = original.intent.get("provider_call_id", str(original.logical_call_id))
-    return ToolIntent(
+    return Intent(
         run_id=original.run_id, provider=original.intent.get("provider", "generic"),
         provider_call_id=f"compensation:{provider_call_id}",
         logical_call_id=uuid.uuid5(_NAMESPACE, str(original.logical_call_id)),

@@ -1,4 +1,4 @@
-"""Dispatcher metrics (docs/design.md §8): attempts per logical call (retry amplification), UNKNOWN
+"""Dispatcher metrics (docs/design.md §8): attempts per intent (retry amplification), UNKNOWN
 outcomes, reconciliations, calls needing a person, resolutions, compensations, stale writes
 refused.
 
@@ -17,7 +17,7 @@ _meter = metrics.get_meter("intentledger.dispatcher")
 
 ATTEMPT_SENT = "attempts.sent"
 ATTEMPT_LOOKUP = "attempts.lookup"
-LOGICAL_CALL = "logical_calls"
+INTENT = "intents"
 OUTCOME_UNKNOWN = "outcomes.unknown"
 RECONCILED = "reconciled"
 MANUAL_REVIEW = "manual_review"
@@ -33,7 +33,7 @@ class DispatcherMetrics:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
-                          for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, LOGICAL_CALL, OUTCOME_UNKNOWN,
+                          for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, INTENT, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
                                        COMPENSATION_FAILED, STALE_WRITE, RESOLUTION,
                                        IRREVERSIBLE_UNAPPROVED)}
@@ -56,8 +56,8 @@ class DispatcherMetrics:
 
     @property
     def retry_amplification(self) -> float:
-        """attempts / logical_calls (docs/design.md §5.6); lookups are attempts too."""
-        calls = self.counts[LOGICAL_CALL]
+        """attempts / intents (docs/design.md §5.6); lookups are attempts too."""
+        calls = self.counts[INTENT]
         return (self.counts[ATTEMPT_SENT] + self.counts[ATTEMPT_LOOKUP]) / calls if calls else 0.0
 
     def _observe_amplification(self, _: CallbackOptions):

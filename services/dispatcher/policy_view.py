@@ -11,7 +11,7 @@ from shared.policy.engine import Request, evaluate, resolution_rule
 from shared.policy.loader import PolicyError, load_policy
 from shared.policy.watcher import PolicyWatcher
 from shared.contracts.authorizations import GrantedApproval
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools import ToolRegistry
 
 
@@ -30,10 +30,10 @@ class PolicyFile:
         except PolicyError:
             pass  # the watcher logs it on its next round
 
-    def evaluate(self, intent: ToolIntent, approvals: tuple[GrantedApproval, ...] = ()) -> Verdict:
+    def evaluate(self, intent: Intent, approvals: tuple[GrantedApproval, ...] = ()) -> Verdict:
         tool = self._registry.resolve(intent.tool_name, intent.tool_version)
         request = Request.of(intent, tool, datetime.now(UTC), approvals)
         return evaluate(self.watcher.current, request, usage=None).effect
 
-    def resolution_rule(self, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
+    def resolution_rule(self, operator_id: str, intent: Intent, outcome: str) -> str | None:
         return resolution_rule(self.watcher.current, operator_id, intent, outcome)

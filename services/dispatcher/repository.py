@@ -92,7 +92,7 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
                       capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
                       compensates: uuid.UUID | None = None, traceparent: str | None = None,
                       state: CallState = CallState.AUTHORIZED) -> bool:
-    """A new call, due at once; False if this logical call is already known (a redelivery).
+    """A new call, due at once; False if this intent is already known (a redelivery).
     Another call under the same operation key is not a redelivery: it raises UniqueViolation
     (the consumer dead-letters it, visibly) instead of vanishing."""
     inserted = await conn.fetchval(

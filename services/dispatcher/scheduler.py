@@ -3,7 +3,8 @@ do what must happen outside the transaction (crash points, HTTP calls, recording
 
 Many calls are stepped in one transaction, at most one per run. A step that fails for a reason
 of its own (a bug, a lost race) fails the batch, which is then stepped again with a savepoint
-per call: the failing step is rolled back alone and retried a moment later, the others commit. What the steps read first (leases, runs, attempts,
+per call: the failing step is rolled back alone and retried a moment later, the others commit.
+What the steps read first (leases, runs, attempts,
 pending resolutions) is read for the whole batch, a statement each; leases and runs are locked in
 run order, so two loops wait for each other instead of deadlocking.
 

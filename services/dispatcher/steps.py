@@ -37,7 +37,7 @@ from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.states import CALL_TRANSITIONS
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.contracts.resolutions import Resolution
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
                                        DISPATCH_INTENT_RECORDED, DISPATCH_REFUSED,
@@ -145,7 +145,7 @@ class Stepper:
             if await self._resolve(step, *known.resolution):
                 return StepReport(step.after, step.observed)
         if tool is None:
-            await self._unknown_tool(step)
+            await self._unregistered_tool(step)
         elif call.state == S.AUTHORIZED:
             await self._record_intent(step)
         elif call.state == S.INTENT_RECORDED:
@@ -170,7 +170,7 @@ class Stepper:
         version = await self._move(step, S.INTENT_RECORDED, next_action_at=step.now)
         self._events.call_event(step.uow, DISPATCH_INTENT_RECORDED, step.call, step.lease,
                           state=S.INTENT_RECORDED, version=version)
-        step.count(metrics.LOGICAL_CALL)
+        step.count(metrics.INTENT)
         step.after.append("intent_recorded")
 
     async def _send(self, step: _Step, *, to: CallState) -> None:
@@ -428,7 +428,7 @@ class Stepper:
         # A compensation whose outcome nobody knows leaves its original COMPENSATING: calling
         # it failed could make a person compensate twice. The saga waits for the resolution.
 
-    async def _unknown_tool(self, step: _Step) -> None:
+    async def _unregistered_tool(self, step: _Step) -> None:
         """The registry no longer declares the tool (a redeploy removed it)."""
         refusal = Refusal(S.DENIED, DispatchReason.UNKNOWN_TOOL,
                           f"{step.call.tool_name} v{step.call.tool_version} is not in the registry")
@@ -477,7 +477,7 @@ class Stepper:
         call = step.call
         if call.state not in (S.RECONCILING, S.MANUAL_REVIEW) or step.latest is None:
             return (DispatchReason.CALL_NOT_UNRESOLVED, f"the call is {call.state}", None, None)
-        intent = ToolIntent.model_validate(call.intent)
+        intent = Intent.model_validate(call.intent)
         rule = self._policy.resolution_rule(resolution.operator_id, intent, resolution.outcome)
         if rule is None:
             return (DispatchReason.REPAIR_NOT_AUTHORIZED, f"no resolution rule of policy "
@@ -560,7 +560,7 @@ class Stepper:
         step.after.append("compensation_requested")
         return True
 
-    def _compensation_for(self, original: Call, tool: ToolSpec, deadline: datetime) -> ToolIntent:
+    def _compensation_for(self, original: Call, tool: ToolSpec, deadline: datetime) -> Intent:
         """The compensating call's intent, authorized by the policy in force now."""
         ref = tool.compensating_tool
         try:

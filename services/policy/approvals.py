@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 from shared.policy.document import ApprovalRule
 from shared.contracts.approvals import ApprovalDecision
 from shared.contracts.authorizations import GrantedApproval, PolicyReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 AWAITING = "awaiting_approval"
 
@@ -27,7 +27,7 @@ class PendingCall:
     """What the decisions store holds for the call an approval names."""
 
     outcome: str
-    intent: ToolIntent
+    intent: Intent
     requirement: ApprovalRule | None
     """The approval rule in force when approval was requested."""
     expires_at: datetime | None

@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from shared.policy.engine import Decision
 from shared.capabilities import sign
 from shared.contracts.authorizations import Capability
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.ids import new_event_id
 
 _UNSIGNED = "0" * 64
 
 
-def issue(decision_id: uuid.UUID, intent: ToolIntent, decision: Decision, now: datetime,
+def issue(decision_id: uuid.UUID, intent: Intent, decision: Decision, now: datetime,
           secret: bytes) -> Capability:
     ends = [now + timedelta(seconds=decision.capability_ttl_seconds),
             *(approval.expires_at for approval in decision.approvals)]

@@ -1,6 +1,6 @@
 """From ``ledger.intake`` and ``ledger.approvals`` to verdicts, in the consumer's transaction.
 
-An accepted intent gets exactly one decision (its logical call id is unique): allowed with a
+An accepted intent gets exactly one decision (its id is unique): allowed with a
 capability, denied with a reason, or awaiting approval. Approvals are recorded whether they
 count or not; the one that completes a quorum re-evaluates the call under the policy in force
 now (authority outlives no policy version) and concludes it. A record that is not what its
@@ -23,7 +23,7 @@ from services.policy.verdicts import denial, verdict_of
 from shared.policy.watcher import PolicyWatcher
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
 from shared.contracts.authorizations import PolicyReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
 from shared.ids import new_event_id
@@ -43,7 +43,7 @@ class PolicyHandler:
         self._topic = topic
 
     async def decide(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        intent = parse(envelope, ToolIntent)
+        intent = parse(envelope, Intent)
         policy, now, decision_id = self._policies.current, datetime.now(UTC), new_event_id()
         try:
             tool = self._registry.get(intent.tool_name, intent.tool_version)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
                                              AUTHORIZATION_DENIED, ApprovalRequest, Authorization,
                                              AuthorizationRefusal)
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
 from services.policy.verdicts import Verdict
@@ -14,7 +14,7 @@ from services.policy.verdicts import Verdict
 PRODUCER = "policy"
 
 
-def announce(uow: UnitOfWork, topic: str, intent: ToolIntent, verdict: Verdict,
+def announce(uow: UnitOfWork, topic: str, intent: Intent, verdict: Verdict,
              causation: Envelope | None) -> None:
     common = {"intent": intent, "decision_id": verdict.decision_id,
               "policy_version": verdict.policy_version}

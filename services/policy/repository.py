@@ -21,7 +21,7 @@ from shared.policy.limits import AllowedTotal
 from services.policy.verdicts import Verdict
 from shared.contracts.approvals import ApprovalDecision
 from shared.contracts.authorizations import GrantedApproval
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 SCHEMA = "policy"
 Executor = asyncpg.Connection | asyncpg.Pool
@@ -34,7 +34,7 @@ class StoredDecision:
     outcome: str
     policy_version: str
     rule: str | None
-    intent: ToolIntent
+    intent: Intent
     amount: tuple[int, str] | None
     requirement: ApprovalRule | None
     expires_at: datetime | None
@@ -52,7 +52,7 @@ async def record_version(db: Executor, policy: Policy) -> None:
         "ON CONFLICT (version) DO NOTHING", policy.version, json.dumps(policy.document()))
 
 
-async def insert_decision(conn: asyncpg.Connection, intent: ToolIntent,
+async def insert_decision(conn: asyncpg.Connection, intent: Intent,
                           amount: tuple[int, str] | None, verdict: Verdict) -> bool:
     """False when the call already has a decision: a redelivered intent changes nothing."""
     minor, currency = amount if amount is not None else (None, None)
@@ -116,7 +116,7 @@ def _stored(row: asyncpg.Record) -> StoredDecision:
     amount = (row["amount_minor"], row["currency"]) if row["amount_minor"] is not None else None
     requirement = ApprovalRule.model_validate_json(row["approval"]) if row["approval"] else None
     return StoredDecision(row["decision_id"], row["version"], row["outcome"], row["policy_version"],
-                          row["rule"], ToolIntent.model_validate(inputs["intent"]), amount,
+                          row["rule"], Intent.model_validate(inputs["intent"]), amount,
                           requirement, row["expires_at"], inputs)
 
 
@@ -127,7 +127,7 @@ async def lock_scopes(conn: asyncpg.Connection, keys: list[str]) -> None:
                            f"intentledger.policy.limit:{key}")
 
 
-async def allowed_totals(conn: asyncpg.Connection, scope: str, intent: ToolIntent,
+async def allowed_totals(conn: asyncpg.Connection, scope: str, intent: Intent,
                          since: datetime) -> list[AllowedTotal]:
     column, value = ("tenant_id", intent.tenant_id) if scope == "tenant" else (
         "principal_id", intent.principal_id)

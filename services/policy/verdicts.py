@@ -18,7 +18,7 @@ from shared.policy.document import ApprovalRule
 from shared.policy.engine import Decision, Request
 from shared.policy.limits import Usage
 from shared.contracts.authorizations import Capability, PolicyReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 Outcome = Literal["allowed", "denied", "awaiting_approval"]
 OUTCOME_OF = {"allow": "allowed", "deny": "denied", "require_approval": "awaiting_approval"}
@@ -65,6 +65,6 @@ def denial(decision_id: uuid.UUID, policy_version: str, rule: str | None, reason
     return Verdict(decision_id, "denied", policy_version, rule, reason, message, inputs, now)
 
 
-def _capped(when: datetime, intent: ToolIntent) -> datetime:
+def _capped(when: datetime, intent: Intent) -> datetime:
     """Nothing waits beyond the intent's deadline."""
     return min(when, intent.deadline_at) if intent.deadline_at is not None else when

@@ -19,7 +19,7 @@ from shared.contracts.authorizations import (AUTHORIZATION_ALLOWED, AUTHORIZATIO
                                              ApprovalRequest, Authorization, AuthorizationRefusal)
 from shared.contracts.dispatch import RUN_ABORTED, CallEvent, CallState
 from shared.contracts.effects import CommittedEffect
-from shared.contracts.intake import DUPLICATE_PROPOSAL, ProposalOutcome, ToolIntent
+from shared.contracts.intake import DUPLICATE_PROPOSAL, ProposalOutcome, Intent
 from shared.messaging.envelope import Envelope, parse
 
 INTAKE, POLICY, DISPATCHER = 1, 2, 3
@@ -136,7 +136,7 @@ class Fact:
 
 
 def accepted(delivery: Delivery) -> Fact:
-    intent = parse(delivery.envelope, ToolIntent)
+    intent = parse(delivery.envelope, Intent)
     return Fact(delivery, _of_intent(intent), call=_intent_fact(intent, delivery.envelope, INTAKE,
                                                                 1, VALIDATED))
 
@@ -199,7 +199,7 @@ def dispatched(delivery: Delivery) -> Fact:
     return Fact(delivery, audit, call=call)
 
 
-def _intent_fact(intent: ToolIntent, envelope: Envelope, stage: int, version: int, state: str,
+def _intent_fact(intent: Intent, envelope: Envelope, stage: int, version: int, state: str,
                  **fields: Any) -> CallFact:
     return CallFact(
         logical_call_id=intent.logical_call_id, run_id=envelope.run_id,
@@ -210,5 +210,5 @@ def _intent_fact(intent: ToolIntent, envelope: Envelope, stage: int, version: in
         tool_version=intent.tool_version, arguments_hash=intent.arguments_hash, **fields)
 
 
-def _of_intent(intent: ToolIntent) -> Audit:
+def _of_intent(intent: Intent) -> Audit:
     return Audit(intent.tenant_id, intent.principal_id, intent.logical_call_id)

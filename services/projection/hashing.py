@@ -1,7 +1,7 @@
 """The projection hash: sha256 over a canonical serialization of a run's rows.
 
 Canonical means independent of everything but the values: columns by name, calls sorted by
-logical call id, keys sorted at every depth, timestamps in UTC with microseconds, uuids as
+intent's id, keys sorted at every depth, timestamps in UTC with microseconds, uuids as
 text. Both sides of a comparison are read back from PostgreSQL, so a value's type never
 depends on whether it was computed or stored. The run row's own ``projection_hash`` and
 ``reducer_version`` are not hashed (they describe the hash).

@@ -8,7 +8,8 @@ from shared.db.pool import open_pool
 
 
 async def replay_command(endpoints: Endpoints, run_id: str | None, *, verify: bool) -> int:
-    """0 when live and replay agree (or when not verifying); 1 on a difference or an unknown run."""
+    """0 when live and replay agree (or when not verifying); 1 on a difference or a run that
+    does not exist."""
     pool = await open_pool(endpoints.database_url, application_name="intentledger-replay",
                            max_size=3)
     try:

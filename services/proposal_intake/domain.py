@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.contracts.proposals import ToolCallProposal
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.ids import new_event_id
 from shared.tools import CanonicalArguments, ToolRegistry, ToolSpec, canonicalize, operation_key
 
@@ -35,8 +35,8 @@ def name_intent(proposal: ToolCallProposal, registry: ToolRegistry) -> Named:
 
 
 def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime,
-              max_attempts: int) -> ToolIntent:
-    return ToolIntent(
+              max_attempts: int) -> Intent:
+    return Intent(
         run_id=proposal.run_id,
         provider=proposal.provider,
         provider_call_id=proposal.provider_call_id,

@@ -25,7 +25,7 @@ from shared.contracts.proposals import (
     INBOUND_PROPOSAL, AnthropicProposal, ChatFunctionCall, GenericProposal, OpenAIChatProposal,
     OpenAIResponsesProposal, ReasonCode, ResponsesCustomCall, ResponsesFunctionCall,
     ToolCallProposal, ToolUseBlock)
-from services.proposal_intake.limits import LimitViolation, Limits, parse_text, reply_address
+from services.proposal_intake.limits import DEFAULT_LIMITS, LimitViolation, Limits, parse_text, reply_address
 
 _TRUNCATED_STOPS = frozenset({"max_tokens", "model_context_window_exceeded"})
 """Anthropic stop reasons after which the last tool_use block may be cut short."""
@@ -46,7 +46,7 @@ class _Call:
     arguments: dict[str, Any] | str
 
 
-def to_proposals(document: Any, limits: Limits = Limits()) -> tuple[ToolCallProposal, ...]:
+def to_proposals(document: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[ToolCallProposal, ...]:
     try:
         inbound = INBOUND_PROPOSAL.validate_python(document)
     except ValidationError as error:

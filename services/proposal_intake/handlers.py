@@ -178,7 +178,7 @@ def _run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
         return IntakeReason.RUN_DEADLINE_PASSED, f"the run's deadline {deadline} has passed"
     if run is not None and run["call_count"] >= run["max_calls"]:
         return (IntakeReason.RUN_CALL_BUDGET_EXHAUSTED,
-                f"the run already has its {run['max_calls']} logical calls")
+                f"the run already has its {run['max_calls']} intents")
     return _cost_refusal(run, limits, cost)
 
 

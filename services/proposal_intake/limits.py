@@ -42,6 +42,10 @@ class Limits(BaseModel):
     max_array_items: int = Field(default=1024, ge=1)
 
 
+DEFAULT_LIMITS = Limits()
+"""The limits when none are configured (a frozen model: safe to share as a default)."""
+
+
 class LimitViolation(Exception):
     def __init__(self, code: ReasonCode, message: str, document: Any = None) -> None:
         super().__init__(f"{code}: {message}")
@@ -50,7 +54,7 @@ class LimitViolation(Exception):
         self.document = document
 
 
-def check(raw: bytes, limits: Limits = Limits()) -> Any:
+def check(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     """The parsed JSON of a record value, or LimitViolation."""
     if len(raw) > limits.max_bytes:
         raise LimitViolation(ReasonCode.TOO_LARGE, f"{len(raw)} bytes, limit {limits.max_bytes}")

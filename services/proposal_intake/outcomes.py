@@ -9,7 +9,7 @@ import uuid
 from shared.contracts.proposals import ToolCallProposal
 from services.proposal_intake.domain import Named
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
-                                     ProposalOutcome, ToolIntent)
+                                     ProposalOutcome, Intent)
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
 from shared.topology import AGENT_RESULTS, LEDGER_INTAKE
@@ -25,7 +25,7 @@ class Outcomes:
         self._results_topic = results_topic
         self._intake_topic = intake_topic
 
-    def accepted(self, proposal: ToolCallProposal, intent: ToolIntent) -> None:
+    def accepted(self, proposal: ToolCallProposal, intent: Intent) -> None:
         outcome = self._about(proposal, "accepted", logical_call_id=intent.logical_call_id,
                          operation_key=intent.operation_key, tool_name=intent.tool_name,
                          tool_version=intent.tool_version, arguments_hash=intent.arguments_hash)

@@ -50,7 +50,7 @@ ENDPOINTS = (
              TimelineFilters, path_parameters={"run_id": str}),
     Endpoint("/v1/calls", "listCalls", "Logical calls, oldest first (UUIDv7 order).", Page[Call],
              reads.list_calls, CallFilters),
-    Endpoint("/v1/calls/{logical_call_id}", "getCall", "One logical call.", Call,
+    Endpoint("/v1/calls/{logical_call_id}", "getCall", "One intent.", Call,
              _no_filters(reads.get_call), path_parameters={"logical_call_id": uuid.UUID}),
     Endpoint("/v1/unknown", "listUnknown",
              "The UNKNOWN queue: calls in UNKNOWN or RECONCILING, oldest first, with their age.",

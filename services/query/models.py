@@ -17,13 +17,13 @@ class Run(BaseModel):
     tenant_id: str
     principal_id: str
     status: str
-    calls: int = Field(description="How many logical calls the run has.")
+    calls: int = Field(description="How many intents the run has.")
     stop_reason: str | None
     updated_at: datetime
 
 
 class Call(BaseModel):
-    """One logical call at the highest version the projection has seen."""
+    """One intent at the highest version the projection has seen."""
 
     logical_call_id: uuid.UUID
     run_id: str

@@ -97,7 +97,7 @@ class Relay:
             more = False
             try:
                 for _ in range(BATCHES_PER_TURN):
-                    more = await self.relay_batch(schema, on_full=lambda: self._offer(schema)) \
+                    more = await self.relay_batch(schema, on_full=lambda schema=schema: self._offer(schema)) \
                         == self._settings.batch_size
                     if stopping.is_set() or not more:
                         break

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 AUTHORIZATION_ALLOWED = "AuthorizationAllowed"
 AUTHORIZATION_DENIED = "AuthorizationDenied"
@@ -64,7 +64,7 @@ class Capability(_Contract):
 class Authorization(_Contract):
     """Payload of ``AuthorizationAllowed``."""
 
-    intent: ToolIntent
+    intent: Intent
     decision_id: uuid.UUID
     policy_version: str
     rule: str = Field(description="Name of the policy rule that decided.")
@@ -74,7 +74,7 @@ class Authorization(_Contract):
 class AuthorizationRefusal(_Contract):
     """Payload of ``AuthorizationDenied``: nothing will be dispatched for this intent."""
 
-    intent: ToolIntent
+    intent: Intent
     decision_id: uuid.UUID
     policy_version: str
     rule: str | None = None
@@ -85,7 +85,7 @@ class AuthorizationRefusal(_Contract):
 class ApprovalRequest(_Contract):
     """Payload of ``ApprovalRequested``: the intent waits for people (AWAITING_APPROVAL)."""
 
-    intent: ToolIntent
+    intent: Intent
     decision_id: uuid.UUID
     policy_version: str
     rule: str

@@ -35,5 +35,5 @@ class CommittedEffect(BaseModel):
     downstream_receipt_id: str
     result: dict[str, Any] = Field(description="Validated, parsed fields only; never raw output.")
     compensates: uuid.UUID | None = Field(
-        default=None, description="The logical call whose effect this one compensates.")
+        default=None, description="The intent whose effect this one compensates.")
     committed_at: AwareDatetime

@@ -4,7 +4,8 @@ A protocol says what to set up, what an agent proposes, which faults to inject a
 which measured facts must hold afterwards. It is data, not code, so a team can write one for
 its own tool and run it against its own deployment (``intentledger chaos run FILE``).
 
-Every ``${nonce}`` in ``setup``, ``proposals``, raw records and assertion values is replaced by a value new to each execution,
+Every ``${nonce}`` in ``setup``, ``proposals``, raw records and assertion values is replaced by a
+value new to each execution,
 so re-running a protocol against the same database is a new set of business intents, never a
 duplicate of the last run's. Everything random the runner decides (proposal order within a
 step, fault timing jitter) comes from ``seed``.
@@ -292,9 +293,9 @@ class FaultProtocol(_Strict):
         runs = {p.run for p in self.proposals}
         for item in self.assertions:
             if item.call and item.call not in names:
-                raise ValueError(f"assertion names unknown call {item.call!r}")
+                raise ValueError(f"assertion names an undeclared call {item.call!r}")
             if item.run and item.run not in runs:
-                raise ValueError(f"assertion names unknown run {item.run!r}")
+                raise ValueError(f"assertion names an undeclared run {item.run!r}")
             for fault_id in filter(None, (item.at, item.fault)):
                 if fault_id not in fault_ids:
                     raise ValueError(f"assertion names unknown fault {fault_id!r}")
@@ -309,7 +310,7 @@ class FaultProtocol(_Strict):
         for fault in self.faults:
             trigger = getattr(fault, "when", None)
             if trigger and trigger.call and trigger.call not in names:
-                raise ValueError(f"fault {fault.id} waits for unknown call {trigger.call!r}")
+                raise ValueError(f"fault {fault.id} waits for an undeclared call {trigger.call!r}")
         return self
 
 

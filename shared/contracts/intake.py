@@ -36,7 +36,7 @@ class _Contract(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ToolIntent(_Contract):
+class Intent(_Contract):
     """One business intent, durable before anything is dispatched (docs/design.md §3)."""
 
     run_id: str

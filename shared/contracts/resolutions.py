@@ -1,5 +1,5 @@
 """⚑ ``ledger.resolutions`` (inbound): an operator settles by hand a call that reconciliation
-could not settle (UNKNOWN, RECONCILING or MANUAL_REVIEW), with evidence.
+could not settle (RECONCILING or MANUAL_REVIEW), with evidence.
 
 Published by ``intentledger resolve`` or any Kafka client; read by the dispatcher, which owns
 the call's state. A resolution is applied only if the policy's ``resolutions`` name the operator for the

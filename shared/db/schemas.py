@@ -35,7 +35,8 @@ SCHEMAS = (
     ServiceSchema("warehouse", _ROOT / "downstreams" / "warehouse" / "migrations"),
     ServiceSchema("demo", _ROOT / "intentledger" / "demo" / "migrations"),
     ServiceSchema("projection", _ROOT / "services" / "projection" / "migrations"),
-    ServiceSchema("query", _ROOT / "services" / "query" / "migrations"),  # after projection: RLS on its tables
+    # after projection: RLS on its tables
+    ServiceSchema("query", _ROOT / "services" / "query" / "migrations"),
 )
 
 

@@ -36,7 +36,8 @@ def ours(service: ServiceState, endpoint: str | None, running: bool) -> bool:
 def ensure_kafka(settings: Settings, home: Path, state: InfraState, taken: set[int]) -> None:
     if settings.kafka_bootstrap and not ours(state.kafka, settings.kafka_bootstrap,
                                              kafka_alive(state, home)):
-        state.kafka = ServiceState(mode="external", endpoint=settings.kafka_bootstrap, ports=state.kafka.ports)
+        state.kafka = ServiceState(mode="external", endpoint=settings.kafka_bootstrap,
+                                   ports=state.kafka.ports)
         say(f"using existing Kafka at {settings.kafka_bootstrap}")
     elif state.kafka.mode != "external" and kafka_alive(state, home):
         say(f"Kafka already running ({_where(state.kafka)}) at {state.kafka.endpoint}")
@@ -69,7 +70,8 @@ def start_local_kafka(settings: Settings, home: Path, state: InfraState, taken: 
 def ensure_postgres(settings: Settings, home: Path, state: InfraState, taken: set[int]) -> None:
     if settings.database_url and not ours(state.postgres, settings.database_url,
                                           postgres_local.running(home) is not None):
-        state.postgres = ServiceState(mode="external", endpoint=settings.database_url, ports=state.postgres.ports)
+        state.postgres = ServiceState(mode="external", endpoint=settings.database_url,
+                                      ports=state.postgres.ports)
         say(f"using existing PostgreSQL at {settings.database_url}")
     elif state.postgres.mode == "docker" and containers.is_running(state.postgres.container_id):
         say(f"PostgreSQL already running (docker) at {state.postgres.endpoint}")

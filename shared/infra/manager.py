@@ -106,7 +106,7 @@ async def _probe(views: dict[str, View]) -> dict[str, bool]:
         return await (kafka_answers if name == "kafka" else postgres_answers)(endpoint)
 
     results = await asyncio.gather(*(answers(name, view[2], view[3]) for name, view in views.items()))
-    return dict(zip(views, results))
+    return dict(zip(views, results, strict=True))
 
 
 async def _ready(settings: Settings, home: Path, state: InfraState) -> None:

@@ -74,8 +74,8 @@ def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
     for path in (sockets, data, log):
         _give_to_server_user(path)
     if not (data / "PG_VERSION").exists():
-        _run([bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-locale"],
-             "initdb")
+        _run([bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8",
+              "--no-locale"], "initdb")
     # pg_stat_statements: the benchmark counts the statements a proposal costs (bench/e2e/).
     options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))}"
                " -c max_connections=300 -c shared_preload_libraries=pg_stat_statements")

@@ -27,7 +27,8 @@ def spawn(command: list[str], log_path: Path, cwd: Path | None = None,
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launcher = subprocess.run(
-        ["/bin/sh", "-c", 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "sh", str(log_path), *command],
+        ["/bin/sh", "-c", 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "sh", str(log_path),
+         *command],
         cwd=cwd, env=env, capture_output=True, text=True, start_new_session=True, check=True)
     return int(launcher.stdout)
 

@@ -75,7 +75,7 @@ async def _list_topics(admin: AIOKafkaAdminClient) -> None:
 async def _port_open(host: str, port: int, timeout: float) -> bool:
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except (OSError, asyncio.TimeoutError):
+    except (OSError, TimeoutError):
         return False
     writer.close()
     await writer.wait_closed()

@@ -15,7 +15,7 @@ from pydantic.json_schema import models_json_schema
 
 from shared.contracts.proposals import INBOUND_PROPOSAL
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
-                                     ProposalOutcome, ToolIntent)
+                                     ProposalOutcome, Intent)
 from shared.messaging.envelope import Envelope
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
 from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
@@ -73,11 +73,11 @@ def results_schema() -> dict[str, Any]:
 def ledger_intake_schema() -> dict[str, Any]:
     """Internal: an accepted proposal carries the whole intent, the others their outcome."""
     others = [t for t in OUTCOME_OF if t != PROPOSAL_ACCEPTED]
-    return _enveloped(LEDGER_INTAKE, "The intake's ledger events: a durable ToolIntent for "
+    return _enveloped(LEDGER_INTAKE, "The intake's ledger events: a durable Intent for "
                                      "ProposalAccepted, the outcome for the other two.",
-                      [ProposalOutcome, ToolIntent], [
+                      [ProposalOutcome, Intent], [
                           {"if": _event_type_is(PROPOSAL_ACCEPTED),
-                           "then": _payload_is("ToolIntent"), "else": _payload_is("ProposalOutcome")},
+                           "then": _payload_is("Intent"), "else": _payload_is("ProposalOutcome")},
                           *map(_outcome_agrees, others)])
 
 

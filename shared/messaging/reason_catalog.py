@@ -57,7 +57,7 @@ _INTAKE_REASON = {
     "run_tenant_mismatch": "the run belongs to another tenant",
     "run_deadline_passed": "the run's deadline has passed",
     "run_principal_mismatch": "the run belongs to another principal",
-    "run_call_budget_exhausted": "the run already has its maximum number of logical calls",
+    "run_call_budget_exhausted": "the run already has its maximum number of intents",
     "run_cost_budget_exhausted": "the call's cost would take the run past its cost budget",
     "run_cost_currency_mismatch": "the call costs money in another currency than the run's budget",
     "internal_error": "the intake could not record the call; nothing was dispatched (see its logs)",

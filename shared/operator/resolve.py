@@ -28,7 +28,7 @@ SCHEMA = "dispatcher"
 
 
 class NoSuchIntent(Exception):
-    """The dispatcher has no such call; nothing was published."""
+    """The dispatcher has no intent of that id; nothing was published."""
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,13 @@ async def resolve(endpoints: Endpoints, request: ResolutionRequest, *, topic: st
     conn = await asyncpg.connect(endpoints.database_url, server_settings={"application_name": PRODUCER})
     try:
         run_id = await conn.fetchval(f"SELECT run_id FROM {SCHEMA}.calls WHERE logical_call_id = $1",
-                                     resolution.logical_call_id)
+                                     request.logical_call_id)
         if run_id is None:
-            raise NoSuchIntent(f"the dispatcher has no call {resolution.logical_call_id}")
+            raise NoSuchIntent(f"the dispatcher has no intent {request.logical_call_id}")
         resolution = Resolution(
-            logical_call_id=resolution.logical_call_id, run_id=run_id, outcome=resolution.outcome,
-            operator_id=resolution.operator_id, reason=resolution.reason, evidence=resolution.evidence,
-            receipt_id=resolution.receipt_id, result=resolution.result, decided_at=datetime.now(UTC))
+            logical_call_id=request.logical_call_id, run_id=run_id, outcome=request.outcome,
+            operator_id=request.operator_id, reason=request.reason, evidence=request.evidence,
+            receipt_id=request.receipt_id, result=request.result, decided_at=datetime.now(UTC))
         envelope = Envelope.new(event_type=RESOLUTION_REQUESTED, run_id=run_id, producer=PRODUCER,
                                 payload=resolution.model_dump(mode="json"))
         await publish(endpoints.kafka_bootstrap, topic, envelope)

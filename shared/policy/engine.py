@@ -21,7 +21,7 @@ from typing import Any, Literal
 from shared.policy.document import ApprovalRule, Limit, Policy, Rule
 from shared.policy.limits import LimitUsage, Usage, applicable_limits, limit_refusal
 from shared.contracts.authorizations import GrantedApproval, PolicyReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools import ToolSpec
 from shared.tools.paths import MISSING, parse_path, value_at
 
@@ -34,7 +34,7 @@ Amount = tuple[int, str]
 class Request:
     """What is judged: the intent, the money it moves, the instant, approvals collected."""
 
-    intent: ToolIntent
+    intent: Intent
     amount: Amount | None
     now: datetime
     approvals: tuple[GrantedApproval, ...] = ()
@@ -42,7 +42,7 @@ class Request:
     """The registry says so (irreversible tools): no rule can waive it (docs/design.md §5.8)."""
 
     @classmethod
-    def of(cls, intent: ToolIntent, tool: ToolSpec, now: datetime,
+    def of(cls, intent: Intent, tool: ToolSpec, now: datetime,
            approvals: tuple[GrantedApproval, ...] = ()) -> Request:
         """``tool`` is the registry entry of the intent's tool name and version."""
         return cls(intent, tool.cost_of(intent.canonical_arguments), now, tuple(approvals),
@@ -120,7 +120,7 @@ def evaluate(policy: Policy, request: Request, usage: Usage | None) -> Decision:
     return decided("allow", rule, f"allowed by rule {rule.name}", approvals=counted, limits=applied)
 
 
-def matches(rule: Rule, intent: ToolIntent) -> bool:
+def matches(rule: Rule, intent: Intent) -> bool:
     if not (_any(rule.principals, intent.principal_id) and _any(rule.tenants, intent.tenant_id)
             and _any(rule.tools, intent.tool_name)):
         return False
@@ -155,7 +155,7 @@ def _any(patterns: tuple[str, ...], value: str) -> bool:
     return any(fnmatchcase(value, pattern) for pattern in patterns)
 
 
-def resolution_rule(policy: Policy, operator_id: str, intent: ToolIntent, outcome: str) -> str | None:
+def resolution_rule(policy: Policy, operator_id: str, intent: Intent, outcome: str) -> str | None:
     """The name of the resolution rule letting ``operator_id`` settle this call as ``outcome``, or
     None. Pure, like ``evaluate``; the dispatcher asks it before applying a resolution."""
     if operator_id == intent.principal_id:

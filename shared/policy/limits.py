@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 
 from shared.policy.document import Limit, Policy
 from shared.contracts.authorizations import PolicyReason
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class AllowedTotal:
     amount_minor: int
 
 
-def applicable_limits(policy: Policy, intent: ToolIntent) -> tuple[Limit, ...]:
+def applicable_limits(policy: Policy, intent: Intent) -> tuple[Limit, ...]:
     return tuple(limit for limit in policy.limits
                  if any(fnmatchcase(intent.tool_name, p) for p in limit.tools))
 

@@ -37,7 +37,8 @@ def settings() -> Iterator[Settings]:
         ports.add(free_port())
     kafka_port, controller_port, postgres_port = sorted(ports)
     configured = Settings(home=root / "home", kafka_bootstrap=None, database_url=None, infra_mode="local",
-                          kafka_port=kafka_port, kafka_controller_port=controller_port, postgres_port=postgres_port)
+                          kafka_port=kafka_port, kafka_controller_port=controller_port,
+                          postgres_port=postgres_port)
     yield configured
     down(configured, purge=True)
     shutil.rmtree(root, ignore_errors=True)
@@ -88,7 +89,8 @@ async def test_up_given_our_own_endpoints_keeps_them_ours(settings: Settings,
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
-async def test_kafka_restart_keeps_topics_and_records(settings: Settings, endpoints: Endpoints, hard: bool) -> None:
+async def test_kafka_restart_keeps_topics_and_records(settings: Settings, endpoints: Endpoints,
+                                                      hard: bool) -> None:
     topic = await _create_topic(endpoints.kafka_bootstrap)
     await _produce(endpoints.kafka_bootstrap, topic, b"before restart")
 

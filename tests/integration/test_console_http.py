@@ -157,7 +157,8 @@ async def test_the_health_report_has_the_sampled_positions_and_the_history_rates
         await pool.execute("DELETE FROM projection.health_samples WHERE subject = $1", outbox)
 
 
-async def test_the_resolve_form_needs_the_sessions_csrf_token_its_origin_and_a_visible_call(pool, api, endpoints):
+async def test_the_resolve_form_needs_the_sessions_csrf_token_its_origin_and_a_visible_call(
+        pool, api, endpoints):
     theirs = await seed_run(pool, TENANT_B)
     their_call = await seed_call(pool, theirs, state="MANUAL_REVIEW", unknown_for=60)
     mine = await seed_run(pool, TENANT_A)

@@ -87,7 +87,8 @@ async def test_poison_records_are_dead_lettered_with_a_reason_and_the_rest_appli
     assert any("not an event envelope" in r for r in reasons)
     assert any("b seq 5: illegal" in r for r in reasons)
     assert any("a seq 4: illegal" in r for r in reasons)
-    assert await probe.fetchval("SELECT array_agg(seq ORDER BY n) FROM {s}.applied WHERE item = 'a'") == [1, 2]
+    assert await probe.fetchval(
+        "SELECT array_agg(seq ORDER BY n) FROM {s}.applied WHERE item = 'a'") == [1, 2]
     # the out-of-order event is not re-applied on redelivery: its id is in the inbox
     assert await probe.fetchval("SELECT count(*) FROM {s}.inbox WHERE event_id = $1",
                                 out_of_order.event_id) == 1

@@ -108,7 +108,7 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
     assert history[1]["started_at"] >= history[0]["deadline_at"]  # no lookup while a send may land
     states = await dispatch_events(pool, intent.logical_call_id)
     assert "ToolOutcomeMarkedUnknown" in states and states[-1] == "ToolEffectReconciled"
-    assert counted.retry_amplification == 2.0  # one logical call, a send and a lookup
+    assert counted.retry_amplification == 2.0  # one intent, a send and a lookup
     assert (counted.counts[metrics.OUTCOME_UNKNOWN], counted.counts[metrics.RECONCILED]) == (1, 1)
     assert counted.counts[metrics.IRREVERSIBLE_UNAPPROVED] == 0
     effect = json.loads(await pool.fetchval(
@@ -175,9 +175,10 @@ async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage,
         assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
         recorded = await lookup_receipt(pool, intent.operation_key)
         receipt_id = recorded["receipt_id"]
-        resolution = partial(ResolutionRequest, intent.logical_call_id, "succeeded", reason="lookups were off",
-                         evidence=f"wallet statement: receipt {receipt_id}", receipt_id=receipt_id,
-                         result=recorded["result"])
+        resolution = partial(ResolutionRequest, intent.logical_call_id, "succeeded",
+                             reason="lookups were off",
+                             evidence=f"wallet statement: receipt {receipt_id}", receipt_id=receipt_id,
+                             result=recorded["result"])
         own = await resolve(stage.endpoints, resolution(operator_id=intent.principal_id),
                             topic=stage.resolutions)
         assert (own["status"], own["state"]) == ("refused", "MANUAL_REVIEW")

@@ -211,7 +211,7 @@ async def test_a_wallet_that_always_fails_gets_the_attempt_budget_and_no_more(st
     intent, history = await against_a_failing_wallet(stage, pool, 3, breaker_failures=10)
     assert [(a["kind"], a["status"]) for a in history] == [("send", "transient")] * 3
     assert (await call_row(pool, intent.logical_call_id))["reason"] == "call_attempt_budget_exhausted"
-    for earlier, later in zip(history, history[1:]):
+    for earlier, later in zip(history, history[1:], strict=False):
         assert later["started_at"] > earlier["finished_at"]  # a backoff between attempts
 
 
@@ -285,6 +285,6 @@ async def test_an_open_breaker_holds_attempts_back_instead_of_spending_them(stag
                                                 breaker_cooldown_s=2.0)
     assert len(history) == 4
     gaps = [(later["started_at"] - earlier["finished_at"]).total_seconds()
-            for earlier, later in zip(history, history[1:])]
+            for earlier, later in zip(history, history[1:], strict=False)]
     assert gaps[0] < 1.5  # closed: only the backoff
     assert min(gaps[1:]) > 1.8  # open after the second failure, and again after each probe

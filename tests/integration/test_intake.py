@@ -20,7 +20,7 @@ def _outcomes(envelopes: list[dict]) -> dict[str, dict]:
 
 
 async def _intents(pool, run_id: str) -> int:
-    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.logical_calls WHERE run_id = $1", run_id)
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.intents WHERE run_id = $1", run_id)
 
 
 async def test_a_generic_proposal_becomes_one_durable_intent_with_canonical_arguments(pool, endpoints):
@@ -137,8 +137,10 @@ async def test_hostile_inputs_are_each_refused_or_dead_lettered_and_the_intake_s
         "oversized": generic(run, "c-big", arguments={"wallet_id": "w", "amount": "1",
                                                       "currency": "EUR", "memo": "x" * 300_000}),
         "deep": generic(run, "c-deep", arguments=nested),
-        "huge-int": json.dumps(generic(run, "c-int")).replace('"amount": "40.00"', '"amount": ' + "9" * 400).encode(),
-        "duplicate-key": json.dumps(generic(run, "c-dup")).replace('"tenant_id": "acme"', '"tenant_id": "acme", "tenant_id": "globex"').encode(),
+        "huge-int": json.dumps(generic(run, "c-int")).replace('"amount": "40.00"',
+                                                              '"amount": ' + "9" * 400).encode(),
+        "duplicate-key": json.dumps(generic(run, "c-dup")).replace(
+            '"tenant_id": "acme"', '"tenant_id": "acme", "tenant_id": "globex"').encode(),
         "wrong-type": generic(run, "c-type", arguments={"wallet_id": 7, "amount": "1", "currency": "EUR"}),
         "unknown-field": generic(run, "c-field", surprise=True),
         "not-json": b"{not json",
@@ -166,7 +168,8 @@ async def test_run_budgets_and_deadlines_refuse_further_calls(pool, endpoints):
                    generic(late, "c3", operation_key="k3", deadline_at="2020-01-01T00:00:00Z"))
         replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
         [expired] = await answers(endpoints.kafka_bootstrap, late, 1)
-    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted", "run_call_budget_exhausted")
+    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted",
+                                                                        "run_call_budget_exhausted")
     assert expired["payload"]["reason_code"] == "run_deadline_passed"
     assert await _intents(pool, run) == 1 and await _intents(pool, late) == 0
 
@@ -259,7 +262,8 @@ async def test_a_tenants_defaults_bound_runs_that_state_no_limits(pool, endpoint
         await send(endpoints.kafka_bootstrap, generic(run, "c1", operation_key="k1", tenant=tenant),
                    generic(run, "c2", operation_key="k2", tenant=tenant))
         replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
-    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted", "run_call_budget_exhausted")
+    assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted",
+                                                                        "run_call_budget_exhausted")
     row = await pool.fetchrow(f"SELECT max_calls, deadline_at - created_at AS span FROM {SCHEMA}.runs "
                               "WHERE run_id = $1", run)
     assert row["max_calls"] == 1 and row["span"].total_seconds() < 120

@@ -32,7 +32,7 @@ from shared.capabilities import refusal
 from shared.config import Endpoints, Settings
 from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.contracts.authorizations import Authorization
-from shared.contracts.intake import PROPOSAL_ACCEPTED, ToolIntent
+from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
@@ -62,12 +62,12 @@ class PolicyRun(ServiceRun):
     settings: PolicySettings
     endpoints: Endpoints
 
-    async def propose(self, *intents: ToolIntent) -> None:
+    async def propose(self, *intents: Intent) -> None:
         await _send(self.endpoints, self.settings.intake_topic, *(Envelope.new(
             event_type=PROPOSAL_ACCEPTED, run_id=i.run_id, producer="proposal-intake",
             payload=i.model_dump(mode="json")) for i in intents))
 
-    async def approve(self, call: ToolIntent, approver: str, **changes) -> Envelope:
+    async def approve(self, call: Intent, approver: str, **changes) -> Envelope:
         now = datetime.now(UTC)
         fields = {"decision": "granted", "run_id": call.run_id, "tenant_id": call.tenant_id,
                   "logical_call_id": call.logical_call_id, "operation_key": call.operation_key,
@@ -78,7 +78,7 @@ class PolicyRun(ServiceRun):
         await _send(self.endpoints, self.settings.approvals_topic, envelope)
         return envelope
 
-    async def answer(self, call: ToolIntent, approver: str, granted: bool = True) -> dict:
+    async def answer(self, call: Intent, approver: str, granted: bool = True) -> dict:
         """As ``intentledger approve|reject`` does it."""
         return await send_answer(self.endpoints, Answer(call.logical_call_id, approver, granted),
                                  topic=self.settings.approvals_topic)
@@ -124,7 +124,7 @@ async def _send(endpoints: Endpoints, topic: str, *envelopes: Envelope) -> None:
 
 
 def call(tool: str = "wallet.debit", arguments: dict | None = None, *, run: str, principal: str,
-         deadline_in: timedelta = timedelta(minutes=10)) -> ToolIntent:
+         deadline_in: timedelta = timedelta(minutes=10)) -> Intent:
     """An intent of its own test: unique tenant, run and principal keep counts and topics apart."""
     made = intent(tool, arguments, principal=principal, tenant="acme",
                   deadline_at=datetime.now(UTC) + deadline_in)
@@ -136,15 +136,15 @@ def ids() -> tuple[str, str]:
     return f"run-{tag}", f"agent-{tag}"
 
 
-def debit(amount: str, **who) -> ToolIntent:
+def debit(amount: str, **who) -> Intent:
     return call("wallet.debit", {"wallet_id": "w-1", "amount": amount, "currency": "EUR"}, **who)
 
 
-def email(**who) -> ToolIntent:
+def email(**who) -> Intent:
     return call("email.send", EMAIL | {"message_id": f"msg-{uuid.uuid4().hex}"}, **who)
 
 
-async def decision(pool, the_call: ToolIntent, outcome: str | None = None, timeout: float = 60):
+async def decision(pool, the_call: Intent, outcome: str | None = None, timeout: float = 60):
     async def found():
         row = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.decisions WHERE logical_call_id = $1",
                                   the_call.logical_call_id)
@@ -163,7 +163,7 @@ async def approval_outcome(pool, event: Envelope) -> tuple[str, str | None]:
     return row["outcome"], row["reason_code"]
 
 
-def of(events: list[dict], the_call: ToolIntent) -> list[tuple[str, dict]]:
+def of(events: list[dict], the_call: Intent) -> list[tuple[str, dict]]:
     return [(e["event_type"], e["payload"]) for e in events
             if e["payload"]["intent"]["logical_call_id"] == str(the_call.logical_call_id)]
 
@@ -317,7 +317,7 @@ async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_p
 async def test_a_rate_limit_counts_allowed_calls_over_its_window(pool, endpoints, tmp_path):
     run, agent = ids()
 
-    def reserve(n: int) -> ToolIntent:
+    def reserve(n: int) -> Intent:
         return call("inventory.reserve", {"sku": "s-1", "order_id": f"o-{n}", "quantity": 1},
                     run=run, principal=agent)
     first = [reserve(n) for n in range(3)]
@@ -398,7 +398,7 @@ async def test_a_poison_record_is_dead_lettered_and_the_consumer_keeps_going(poo
     reasons = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters "
                                "WHERE topic = $1", policy.settings.intake_topic)
     assert len(reasons) == 2
-    assert any("not a ToolIntent" in r["reason"] and r["event_id"] == not_an_intent.event_id
+    assert any("not a Intent" in r["reason"] and r["event_id"] == not_an_intent.event_id
                for r in reasons)
 
 
@@ -437,7 +437,8 @@ async def test_an_intent_forged_on_the_approvals_topic_is_dead_lettered_not_deci
     assert "RecursionError" in reasons[1]
 
 
-async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_approval(pool, endpoints, tmp_path):
+async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_approval(
+        pool, endpoints, tmp_path):
     run, agent = ids()
     mail = email(run=run, principal=agent)
     async with running_policy(endpoints, tmp_path) as policy:

@@ -74,7 +74,7 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
     assert projected.hashes() == reference.hashes()
     stored = {run_id: digest for run_id, (digest, _) in projected.stored.items()}
     assert stored == projected.hashes()
-    for story, name in zip(stories, STORIES):
+    for story, name in zip(stories, STORIES, strict=False):
         assert projected.runs[story.run_id].status == expected_status([name]), name
     assert_announced_once(await announcements(pool, topics.results, run_ids), projected)
 

@@ -87,7 +87,7 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
         "DispatchIntentRecorded", "ToolAttemptStarted", "ToolOutcomeMarkedUnknown", "ToolEffectReconciled"]
 
 
-async def test_runs_show_of_an_unknown_run_fails(cli):
+async def test_runs_show_of_a_run_that_does_not_exist_fails(cli):
     code, _, err = await cli("runs", "show", unique("run"))
     assert code == 1 and "not found" in err
 

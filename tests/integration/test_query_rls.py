@@ -50,7 +50,7 @@ async def test_a_tenant_sees_only_its_own_runs_calls_and_events_in_sql(pool, two
                                    a.run_id) == 2  # the tenant-less event too
 
 
-async def test_an_unset_or_unknown_tenant_sees_nothing(pool, two_tenants):
+async def test_an_unset_or_unmatched_tenant_sees_nothing(pool, two_tenants):
     for access in (Access(""), Access(unique("nobody"))):
         async with scoped(pool, access) as conn:
             for table in TABLES:

@@ -127,7 +127,7 @@ def known_env_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def unknown_env_names(env: dict[str, object]) -> list[str]:
+def unread_env_names(env: dict[str, object]) -> list[str]:
     return sorted(name for name in env if name.startswith("INTENTLEDGER_")
                   and name not in known_env_names())
 

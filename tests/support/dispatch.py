@@ -24,7 +24,7 @@ from downstreams.wallet.settings import WalletSettings
 from shared import capabilities, faults
 from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.messaging.envelope import Envelope
 from shared.tools.jcs import jcs
 from tests.conftest import ROOT
@@ -124,20 +124,21 @@ class Stage:
 
 def debit_intent(wallet_id: str, amount_minor: int = 4000, *, run_id: str | None = None,
                  deadline_in: float = 60.0, run_max_attempts: int | None = None,
-                 tool: str = "wallet.debit", arguments: dict | None = None) -> ToolIntent:
+                 tool: str = "wallet.debit", arguments: dict | None = None) -> Intent:
     key = f"acme:caller_stated:{uuid.uuid4().hex}"
     arguments = arguments or {"wallet_id": wallet_id, "amount": amount_minor, "currency": "EUR"}
-    return ToolIntent(
+    return Intent(
         run_id=run_id or f"run-{uuid.uuid4().hex[:10]}", provider="generic",
         provider_call_id=f"call-{uuid.uuid4().hex[:8]}", logical_call_id=uuid.uuid4(),
         operation_key=key, tool_name=tool, tool_version="1",
-        arguments_hash=hashlib.sha256(jcs(arguments)).hexdigest(), canonical_arguments=arguments, principal_id="agent-7", tenant_id="acme",
+        arguments_hash=hashlib.sha256(jcs(arguments)).hexdigest(), canonical_arguments=arguments,
+        principal_id="agent-7", tenant_id="acme",
         deadline_at=datetime.now(UTC) + timedelta(seconds=deadline_in),
         run_max_attempts=run_max_attempts)
 
 
-def authorization(intent: ToolIntent, policy_version: str, *, expires_in: float = 300.0,
-                  approvals: tuple[GrantedApproval, ...] = (), signed_for: ToolIntent | None = None,
+def authorization(intent: Intent, policy_version: str, *, expires_in: float = 300.0,
+                  approvals: tuple[GrantedApproval, ...] = (), signed_for: Intent | None = None,
                   secret: bytes = SECRET) -> Envelope:
     """AuthorizationAllowed as the policy service emits it. ``signed_for`` binds the capability
     to another intent (what a tampered or misrouted authorization looks like)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,7 +18,7 @@ from jsonschema import Draft7Validator
 from services.relay.settings import RelaySettings
 from shared.config import Settings
 from tests.support.deployment import (DEPLOYED_COMMANDS, HEALTH_PORT, ROOT, cli_grammar, seconds,
-                                      unknown_env_names)
+                                      unread_env_names)
 
 COMPOSE_SPEC = ROOT / "tests" / "data" / "compose-spec" / "compose-spec.schema.json"
 DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
@@ -161,7 +160,7 @@ def configuration_problems(compose: dict) -> list[str]:
     grace = RelaySettings.model_fields["shutdown_grace_s"].default
     for name, service in ours(compose).items():
         env = environment(service)
-        problems += [f"{name}: {var} is read by no code" for var in unknown_env_names(env)]
+        problems += [f"{name}: {var} is read by no code" for var in unread_env_names(env)]
         if env.get("INTENTLEDGER_KAFKA_BOOTSTRAP") != internal:
             problems.append(f"{name}: INTENTLEDGER_KAFKA_BOOTSTRAP is not {internal}, where Kafka "
                             "is advertised to containers")

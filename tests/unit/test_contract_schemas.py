@@ -22,7 +22,7 @@ from services.proposal_intake.formats import to_proposals
 from services.proposal_intake.outcomes import Outcomes
 from shared.contracts.effect_requests import (EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
-from shared.contracts.intake import ProposalOutcome, ToolIntent
+from shared.contracts.intake import ProposalOutcome, Intent
 from shared import topology as topics
 from shared.messaging.contract_schemas import EFFECT_REQUESTS
 from shared.messaging.envelope import Envelope
@@ -108,7 +108,7 @@ def test_every_proposal_example_is_read_by_the_intake(path):
     (topics.AGENT_RESULTS, "accepted", ProposalOutcome),
     (topics.AGENT_RESULTS, "duplicate", ProposalOutcome),
     (topics.AGENT_RESULTS, "rejected", ProposalOutcome),
-    (topics.LEDGER_INTAKE, "proposal-accepted", ToolIntent),
+    (topics.LEDGER_INTAKE, "proposal-accepted", Intent),
     (EFFECT_REQUESTS, "effect-requested", EffectRequested),
     (EFFECT_REQUESTS, "effect-lookup-requested", EffectLookupRequested),
     (EFFECT_RECEIPTS, "applied", EffectReceipt),
@@ -164,7 +164,7 @@ def test_what_the_intake_emits_validates_on_both_topics():
     lambda e: e["payload"].update(logical_call_id="not-a-uuid"),
     lambda e: e.pop("event_id"),
 ], ids=["unknown outcome", "outcome against event type", "unknown event type",
-        "no call id", "malformed logical call id", "no event id"])
+        "no call id", "malformed intent id", "no event id"])
 def test_a_malformed_result_is_invalid(change):
     event = example(topics.AGENT_RESULTS, "accepted")
     change(event)

@@ -20,7 +20,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from tests.support.deployment import (DEPLOYED_COMMANDS, HEALTH_PORT, ROOT, cli_grammar,
-                                      settings_classes, unknown_env_names)
+                                      settings_classes, unread_env_names)
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
 VENV = "/opt/venv"
@@ -97,7 +97,7 @@ def stage_problems(stages: list[Stage]) -> list[str]:
                             f"python:{floor}.<patch>-slim image")
     if len({s.base for s in stages}) != 1:
         problems.append("the stages start from different images: the venv's interpreter moves")
-    for flags, destination, sources in copies(runtime):
+    for flags, _destination, sources in copies(runtime):
         if any(f.startswith("--from=") for f in flags) and sources != [VENV]:
             problems.append(f"runtime: copies {sources} from the builder, not only {VENV}")
     for command in runtime.values("RUN"):
@@ -141,7 +141,7 @@ def command_problems(stages: list[Stage]) -> list[str]:
     elif default[0] not in DEPLOYED_COMMANDS:
         problems.append(f"CMD runs `{default[0]}`, not a service")
     image_env = env(runtime)
-    problems += [f"ENV {name} is read by no code" for name in unknown_env_names(image_env)]
+    problems += [f"ENV {name} is read by no code" for name in unread_env_names(image_env)]
     if VENV + "/bin" not in image_env.get("PATH", "").split(":"):
         problems.append(f"{VENV}/bin is not on PATH: the entrypoint would not be found")
     exposed = {int(p.split("/")[0]) for v in runtime.values("EXPOSE") for p in v.split()}

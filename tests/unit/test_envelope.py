@@ -94,7 +94,7 @@ def test_decode_refuses_a_value_missing_a_required_field():
         decode(json.dumps(body).encode(), [])
 
 
-def test_decode_refuses_a_value_with_an_unknown_field():
+def test_decode_refuses_a_value_with_an_undeclared_field():
     body = json.loads(ping().value()) | {"priority": "high"}
     with pytest.raises(PermanentError):
         decode(json.dumps(body).encode(), [])

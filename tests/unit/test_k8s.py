@@ -218,7 +218,8 @@ def test_every_registry_and_policy_variable_names_a_mounted_file(objects):
     """The image names its example copies in every such variable (Dockerfile): a variable left
     unset here would make one service read another registry than the rest."""
     env_map = shared_env(objects)
-    file_settings = {n for n in known_env_names() if re.fullmatch(r"INTENTLEDGER_[A-Z]+_(TOOLS|POLICY)_FILE", n)}
+    file_settings = {n for n in known_env_names()
+                     if re.fullmatch(r"INTENTLEDGER_[A-Z]+_(TOOLS|POLICY)_FILE", n)}
     assert file_settings and file_settings <= set(env_map)
     deployments = of_kind(objects, "Deployment")
     for name in file_settings:
@@ -325,7 +326,8 @@ def test_only_the_dispatcher_reaches_tool_endpoints_and_kafka_clients_reach_kafk
 
 def test_every_consumer_scales_on_the_lag_of_its_group_and_topics(overlay, objects):
     scaled = of_kind(objects, "ScaledObject")
-    partitions = {t["spec"]["topicName"]: t["spec"]["partitions"] for t in of_kind(objects, "KafkaTopic").values()}
+    partitions = {t["spec"]["topicName"]: t["spec"]["partitions"]
+                  for t in of_kind(objects, "KafkaTopic").values()}
     consumers = deployed(overlay) & set(CONSUMERS)
     assert set(scaled) == consumers  # not the relay (competing claimers), not the query API
     for name in consumers:
@@ -339,7 +341,8 @@ def test_every_consumer_scales_on_the_lag_of_its_group_and_topics(overlay, objec
         assert {t["topic"] for t in triggers} == CONSUMERS[name][0]
         assert spec["maxReplicaCount"] <= min(partitions[t["topic"]] for t in triggers), name
         assert spec["triggers"][0]["authenticationRef"]["name"] in of_kind(objects, "TriggerAuthentication")
-        assert "replicas" not in of_kind(objects, "Deployment")[name]["spec"], f"{name}: the HPA owns replicas"
+        assert "replicas" not in of_kind(objects, "Deployment")[name]["spec"], \
+            f"{name}: the HPA owns replicas"
 
 
 # Kafka users: least privilege

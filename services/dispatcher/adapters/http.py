@@ -2,7 +2,7 @@
 
 ``send`` is ``POST {http_url}/effects`` with the operation key as ``Idempotency-Key``;
 ``lookup`` is ``GET {http_url}/effects/{operation_key}``; both carry the run, fence, attempt
-and logical call as ``Intentledger-*`` headers (the reference server is
+and intent as ``Intentledger-*`` headers (the reference server is
 ``downstreams/wallet/http_api.py``). The attempt's timeout is the time left until
 ``order.deadline_at``.
 

@@ -1,6 +1,6 @@
 """The console's routes, beside the query API in the same aiohttp application.
 
-The page is static (``static/``: HTML, one script, one stylesheet; no build step) and reads
+The page is static (``static/``: HTML, a few ES modules, one stylesheet; no build step) and reads
 everything through the query API's ``/v1`` endpoints, which accept the console's session in
 place of a bearer key, with the same tenant scoping. The only write is the resolve form: it
 calls the same resolve operation as ``intentledger resolve`` (a ``Resolution`` on

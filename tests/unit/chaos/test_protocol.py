@@ -73,9 +73,9 @@ def _with(**changes) -> dict:
 
 
 @pytest.mark.parametrize("document, complaint", [
-    (_with(assertions=[{"fact": "state", "call": "nobody", "value": "SUCCEEDED"}]), "unknown call"),
+    (_with(assertions=[{"fact": "state", "call": "nobody", "value": "SUCCEEDED"}]), "undeclared call"),
     (_with(assertions=[{"fact": "state", "value": "SUCCEEDED"}]), "needs a call"),
-    (_with(assertions=[{"fact": "run_status", "run": "other", "value": "completed"}]), "unknown run"),
+    (_with(assertions=[{"fact": "run_status", "run": "other", "value": "completed"}]), "undeclared run"),
     (_with(assertions=[{"fact": "state", "call": "debit", "at": "crash", "value": "X"}]),
      "unknown fault"),
     (_with(proposals=MINIMAL["proposals"] * 2), "unique"),
@@ -84,7 +84,7 @@ def _with(**changes) -> dict:
     (_with(faults=[{"kind": "pause", "id": "p", "service": "dispatcher", "for_s": 1,
                     "when": {"call": "debit"}}]), "needs a state or attempts"),
     (_with(faults=[{"kind": "pause", "id": "p", "service": "dispatcher", "for_s": 1,
-                    "when": {"call": "ghost", "state": "DISPATCHING"}}]), "unknown call"),
+                    "when": {"call": "ghost", "state": "DISPATCHING"}}]), "undeclared call"),
     (_with(faults=[{"kind": "flood", "id": "f"}]), "kind"),
     (_with(surprise=True), "surprise"),
     (_with(proposals=[MINIMAL["proposals"][0] | {"message": "turn-1"}]), "carries no messages"),

@@ -19,7 +19,7 @@ from services.dispatcher.retry_budget import attempt_deadline, attempts_exhauste
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared import capabilities
 from shared.contracts.dispatch import CallState as S
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools import load_registry
 from shared.tools.jcs import jcs
 from tests.conftest import ROOT
@@ -88,7 +88,7 @@ def test_a_result_is_validated_and_only_declared_fields_are_promoted():
     assert parsed_result(debit, None)[1] == "the tool returned no result object"
 
 
-def call_of(intent: ToolIntent, *, capability=None, result=None, compensates=None,
+def call_of(intent: Intent, *, capability=None, result=None, compensates=None,
             policy_version="v1") -> Call:
     return Call(intent.logical_call_id, intent.run_id, intent.operation_key, intent.tool_name,
                 intent.tool_version, intent.arguments_hash, intent.canonical_arguments,
@@ -104,8 +104,8 @@ def hash_of(arguments: dict) -> str:
     return hashlib.sha256(jcs(arguments)).hexdigest()
 
 
-def debit_intent(**changes) -> ToolIntent:
-    return ToolIntent(**{
+def debit_intent(**changes) -> Intent:
+    return Intent(**{
         "run_id": "run-1", "provider": "openai", "provider_call_id": "call_1",
         "logical_call_id": uuid.uuid4(), "operation_key": "acme:caller_stated:k1",
         "tool_name": "wallet.debit", "tool_version": "1", "arguments_hash": hash_of(ARGUMENTS),
@@ -150,7 +150,7 @@ class StaticPolicy:
         return self.verdict
 
 
-def capability_for(intent: ToolIntent, *, expires_in: float = 300, version: str = "v1") -> dict:
+def capability_for(intent: Intent, *, expires_in: float = 300, version: str = "v1") -> dict:
     claims = {"capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
               **intent.model_dump(mode="json", include={
                   "run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",

@@ -115,7 +115,8 @@ def test_an_unfinished_responses_function_call_is_refused(status):
     document = example("openai_responses")
     document["output"][1]["status"] = status
     refused = rejection(document)
-    assert (refused.code, refused.call_ids) == (ReasonCode.CALL_INCOMPLETE, ("call_Xy7Lp2Qw9Rt4Zk1Mn6Vb3Hd8",))
+    assert (refused.code, refused.call_ids) == (ReasonCode.CALL_INCOMPLETE,
+                                                ("call_Xy7Lp2Qw9Rt4Zk1Mn6Vb3Hd8",))
 
 
 @pytest.mark.parametrize("stop_reason", ["max_tokens", "model_context_window_exceeded"])

@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.policy import Policy, Request
 from shared.contracts.authorizations import GrantedApproval
-from shared.contracts.intake import ToolIntent
+from shared.contracts.intake import Intent
 from shared.tools import canonicalize, load_registry
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,10 +21,10 @@ DEBIT = {"wallet_id": "w-1", "amount": "40.00", "currency": "EUR"}
 
 def intent(tool: str = "wallet.debit", arguments: dict[str, Any] | None = None, *,
            principal: str = "agent-7", tenant: str = "acme",
-           deadline_at: datetime | None = NOW + timedelta(hours=1)) -> ToolIntent:
+           deadline_at: datetime | None = NOW + timedelta(hours=1)) -> Intent:
     """A real intent: canonical arguments and hash as the intake computes them."""
     canonical = canonicalize(REGISTRY.get(tool, "1"), tenant, arguments or DEBIT)
-    return ToolIntent(
+    return Intent(
         run_id="run-1", provider="generic", provider_call_id="call-1",
         logical_call_id=uuid.uuid4(), operation_key=f"{tenant}:caller_stated:{uuid.uuid4().hex}",
         tool_name=tool, tool_version="1", arguments_hash=canonical.hash,
@@ -32,7 +32,7 @@ def intent(tool: str = "wallet.debit", arguments: dict[str, Any] | None = None, 
         deadline_at=deadline_at)
 
 
-def debit(amount: str = "40.00", currency: str = "EUR", wallet: str = "w-1", **fields) -> ToolIntent:
+def debit(amount: str = "40.00", currency: str = "EUR", wallet: str = "w-1", **fields) -> Intent:
     return intent("wallet.debit", {"wallet_id": wallet, "amount": amount, "currency": currency},
                   **fields)
 
@@ -40,7 +40,7 @@ def debit(amount: str = "40.00", currency: str = "EUR", wallet: str = "w-1", **f
 EMAIL = {"message_id": "msg-00000001", "to": ["a@example.com"], "subject": "Hi", "body": "Hello"}
 
 
-def email(**fields) -> ToolIntent:
+def email(**fields) -> Intent:
     return intent("email.send", EMAIL, **fields)
 
 
@@ -56,7 +56,7 @@ def policy(*rules: dict[str, Any], limits: tuple[dict[str, Any], ...] = (), **to
     return Policy.model_validate({"rules": list(rules or (rule(),)), "limits": list(limits), **top})
 
 
-def request(the_intent: ToolIntent, *approvals: GrantedApproval, now: datetime = NOW) -> Request:
+def request(the_intent: Intent, *approvals: GrantedApproval, now: datetime = NOW) -> Request:
     tool = REGISTRY.get(the_intent.tool_name, the_intent.tool_version)
     return Request.of(the_intent, tool, now, approvals)
 

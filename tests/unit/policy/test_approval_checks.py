@@ -46,7 +46,7 @@ def test_a_refusal_needs_no_expiry():
     (PENDING, {"expires_at": None}, PolicyReason.APPROVAL_EXPIRED),
     (PENDING, {"expires_at": NOW}, PolicyReason.APPROVAL_EXPIRED),
     (PendingCall("awaiting_approval", CALL, RULE, NOW), {}, PolicyReason.APPROVAL_REQUEST_EXPIRED),
-], ids=["unknown call", "already decided", "other tenant", "other run", "other key",
+], ids=["no such intent", "already decided", "other tenant", "other run", "other key",
         "other arguments", "requester", "not an approver", "grant without expiry",
         "expired grant", "lapsed request"])
 def test_an_approval_that_may_not_count_is_refused_with_its_reason(pending, changes, reason):

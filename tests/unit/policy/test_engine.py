@@ -162,7 +162,8 @@ def test_a_call_over_a_velocity_limit_is_denied():
 
 def test_a_velocity_limit_counts_its_own_currency_only():
     limited = policy(rule(), limits=(VELOCITY,))
-    assert evaluate(limited, request(debit("400.00", "USD")), {"velocity": LimitUsage(1, 9999)}).effect == "allow"
+    assert evaluate(limited, request(debit("400.00", "USD")),
+                    {"velocity": LimitUsage(1, 9999)}).effect == "allow"
 
 
 def test_limits_apply_only_to_the_tools_they_name_and_to_allows():
@@ -171,7 +172,8 @@ def test_limits_apply_only_to_the_tools_they_name_and_to_allows():
         "sku": "s", "order_id": "o", "quantity": 1})), {}).effect == "allow"
     mail = policy(EMAIL_RULE, limits=(RATE | {"tools": ["*"], "max_calls": 0},))
     assert evaluate(mail, request(email()), {"rate": LimitUsage()}).effect == "require_approval"
-    assert evaluate(mail, request(email(), grant()), {"rate": LimitUsage()}).reason == PolicyReason.RATE_LIMITED
+    assert evaluate(mail, request(email(), grant()),
+                    {"rate": LimitUsage()}).reason == PolicyReason.RATE_LIMITED
 
 
 def test_without_usage_limits_are_skipped_as_the_dispatcher_asks():

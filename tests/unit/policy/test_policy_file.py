@@ -80,3 +80,13 @@ def test_a_bad_policy_is_refused_with_the_place_and_the_reason(text, where):
 def test_a_missing_file_is_refused_with_its_name(tmp_path):
     with pytest.raises(PolicyError, match="cannot read the policy"):
         load_policy(tmp_path / "absent.yaml")
+
+
+def test_a_policy_naming_its_resolutions_by_their_former_name_means_the_same():
+    """``repairs:`` was the section's name before ``resolutions:``; a deployment's file that
+    still says so keeps its meaning and its version."""
+    document = yaml.safe_load(EXAMPLE)
+    document["repairs"] = document.pop("resolutions")
+    former = parse_policy(yaml.safe_dump(document))
+    assert former.resolutions == parse_policy(EXAMPLE).resolutions != ()
+    assert former.version == parse_policy(EXAMPLE).version

@@ -52,7 +52,7 @@ def test_the_example_email_is_irreversible_and_needs_approval():
         "irreversible", True, "per_command")
 
 
-def test_an_unknown_tool_is_rejected_as_unknown_tool():
+def test_an_unknown_tool_is_rejected_as_unregistered_tool():
     with pytest.raises(Rejection) as caught:
         example().get("wallet.drain", "1")
     assert caught.value.code is RejectionCode.UNKNOWN_TOOL

@@ -1,4 +1,4 @@
-// One run: every event in history order, grouped per logical call, with the call's state
+// One run: every event in history order, grouped per intent, with the call's state
 // machine drawn. The tool's result is shown as untrusted text.
 
 import { allPages, api } from "./api.js";

@@ -1,1 +1,1 @@
-"""Fault protocols (issue 6): declared crash scenarios run against the real stack."""
+"""Fault protocols: declared crash scenarios run against the real stack."""

@@ -1,4 +1,4 @@
-"""Samples the positions the operator console charts over the last hour (issue 9): each
+"""Samples the positions the operator console charts over the last hour: each
 outbox's pending rows and each consumer group's lag, into ``projection.health_samples``.
 
 They are "now" values (Kafka and the outboxes keep no history of them), so someone has to

@@ -1,4 +1,4 @@
-"""The console's live counts and health charts (issue 9), as the query API answers them.
+"""The console's live counts and health charts, as the query API answers them.
 
 Counts run under the caller's row-level security like every read. The health report is for
 operators: relay backlog and consumer lag as the projection sampled them

@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from shared.config import Endpoints
 from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED, EFFECT_REQUESTED
 from shared.messaging.envelope import Envelope
 from shared.tools import load_registry
+from shared.operator.publish import publish
 from tests.support.intake import new_run, running_intake
 from tests.support.kafka import committed, create_topic, read_topic, unique_topic
 
@@ -46,20 +46,6 @@ async def run_example(endpoints: Endpoints, *command: str,
 
 def example(name: str) -> str:
     return str(EXAMPLES / name)
-
-
-async def publish(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
-    """As the relay does: the envelope as the value, its header fields as headers, the run as
-    the key."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for envelope in envelopes:
-            await producer.send_and_wait(
-                topic, envelope.value(), key=envelope.run_id.encode(),
-                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
-    finally:
-        await producer.stop()
 
 
 # agent_openai.py

@@ -27,7 +27,7 @@ async def _answer_types(pool, run_id: str) -> list[str]:
 
 async def _in_own_unit_of_work(pool, intake: Intake, raw: RawProposal) -> None:
     async with UnitOfWork(pool, SCHEMA) as uow:
-        await intake(uow, raw)
+        await intake.take(uow, raw)
         await uow.commit()
 
 
@@ -44,7 +44,7 @@ async def test_the_loser_of_a_key_race_is_answered_as_duplicate_or_conflict(pool
         "operation_key": key, "arguments": {"wallet_id": "w-1", "amount": amount, "currency": "EUR"}}
 
     async with UnitOfWork(pool, SCHEMA) as winner:
-        await intake(winner, RawProposal(uuid.uuid4(), json.dumps(first).encode()))
+        await intake.take(winner, RawProposal(uuid.uuid4(), json.dumps(first).encode()))
         loser = asyncio.create_task(_in_own_unit_of_work(
             pool, intake, RawProposal(uuid.uuid4(), json.dumps(second).encode())))
         await asyncio.sleep(0.5)

@@ -34,6 +34,7 @@ from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.contracts.authorizations import Authorization
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
+from shared.operator.publish import publish
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.unit.policy.builders import EMAIL, intent
@@ -63,7 +64,7 @@ class PolicyRun(ServiceRun):
     endpoints: Endpoints
 
     async def propose(self, *intents: Intent) -> None:
-        await _send(self.endpoints, self.settings.intake_topic, *(Envelope.new(
+        await publish(self.endpoints.kafka_bootstrap, self.settings.intake_topic, *(Envelope.new(
             event_type=PROPOSAL_ACCEPTED, run_id=i.run_id, producer="proposal-intake",
             payload=i.model_dump(mode="json")) for i in intents))
 
@@ -75,7 +76,7 @@ class PolicyRun(ServiceRun):
                   "decided_at": now, "expires_at": now + timedelta(minutes=15)}
         envelope = Envelope.new(event_type=APPROVAL_GRANTED, run_id=call.run_id, producer="test",
                                 payload=ApprovalDecision(**fields | changes).model_dump(mode="json"))
-        await _send(self.endpoints, self.settings.approvals_topic, envelope)
+        await publish(self.endpoints.kafka_bootstrap, self.settings.approvals_topic, envelope)
         return envelope
 
     async def answer(self, call: Intent, approver: str, granted: bool = True) -> dict:
@@ -108,19 +109,6 @@ async def running_policy(endpoints: Endpoints, tmp_path, **overrides) -> AsyncIt
     async with running_service(endpoints, SCHEMA, lambda base, stopping: run_policy(
             base, settings, stopping), run):
         yield run
-
-
-async def _send(endpoints: Endpoints, topic: str, *envelopes: Envelope) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all",
-                                enable_idempotence=True)
-    await producer.start()
-    try:
-        for envelope in envelopes:
-            await producer.send_and_wait(
-                topic, envelope.value(), key=envelope.run_id.encode(),
-                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
-    finally:
-        await producer.stop()
 
 
 def call(tool: str = "wallet.debit", arguments: dict | None = None, *, run: str, principal: str,
@@ -392,7 +380,7 @@ async def test_a_poison_record_is_dead_lettered_and_the_consumer_keeps_going(poo
                                          key=run.encode())
         finally:
             await producer.stop()
-        await _send(endpoints, policy.settings.intake_topic, not_an_intent)
+        await publish(endpoints.kafka_bootstrap, policy.settings.intake_topic, not_an_intent)
         await policy.propose(good)
         await decision(pool, good, "allowed")
     reasons = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters "
@@ -411,7 +399,7 @@ async def test_an_intent_forged_on_the_approvals_topic_is_dead_lettered_not_deci
     envelope = Envelope.new(event_type=PROPOSAL_ACCEPTED, run_id=run, producer="proposal-intake",
                             payload=forged.model_dump(mode="json"))
     async with running_policy(endpoints, tmp_path) as policy:
-        await _send(endpoints, policy.settings.approvals_topic, envelope)
+        await publish(endpoints.kafka_bootstrap, policy.settings.approvals_topic, envelope)
         producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap)
         await producer.start()
         try:

@@ -1,4 +1,4 @@
-"""The service runtime on real processes (issue 7): every ``intentledger serve`` target answers
+"""The service runtime on real processes: every ``intentledger serve`` target answers
 ``/healthz`` and ``/readyz`` with the checks its deployment relies on (the query API without any
 Kafka), and a consumer sent SIGTERM in the middle of a batch finishes it, commits its offsets and
 exits 0, so that after a restart every record has been applied exactly once."""

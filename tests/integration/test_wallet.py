@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from shared.db.schemas import migrate_service
 from downstreams.wallet.main import run_wallet
@@ -23,6 +22,7 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EFFECT_REQUESTED, EffectLookupRequested,
                                               EffectRequested)
 from shared.messaging.envelope import Envelope
+from shared.operator.publish import publish as send
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.support.wallet import balance, debit, debits, key_settled, new_key, new_wallet
@@ -70,18 +70,6 @@ def lookup(run: WalletRun, key: str, *, attempt: int = 2, run_id: str | None = N
         logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), reply_topic=run.reply_topic)
     return Envelope.new(event_type=EFFECT_LOOKUP_REQUESTED, run_id=run_id or f"run-{key}",
                         producer="dispatcher", payload=payload.model_dump(mode="json"))
-
-
-async def send(bootstrap: str, topic: str, *envelopes: Envelope) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        for envelope in envelopes:
-            await producer.send_and_wait(
-                topic, envelope.value(), key=envelope.run_id.encode(),
-                headers=[(name, value.encode()) for name, value in envelope.headers().items()])
-    finally:
-        await producer.stop()
 
 
 async def receipts(bootstrap: str, run: WalletRun, count: int) -> list[dict]:

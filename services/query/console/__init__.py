@@ -1,1 +1,1 @@
-"""The operator console (issue 9): a web page over the query API, served by the query process."""
+"""The operator console: a web page over the query API, served by the query process."""

@@ -80,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     chaos_run.add_argument("files", nargs="+", help="fault-protocol JSON files or directories")
     chaos_run.add_argument("--json", action="store_true", help="print the reports as JSON")
 
+    keys = commands.add_parser("keys", help="signing keys of principals")
+    keys_actions = keys.add_subparsers(dest="keys_action", required=True)
+    generate = keys_actions.add_parser("generate", help="a new private key (a JWK file) and the "
+                                       "public entry for the principals file")
+    generate.add_argument("--kid", required=True, help="the key's id, unique in the principals file")
+    generate.add_argument("--curve", choices=["Ed25519", "P-256"], default="Ed25519")
+    generate.add_argument("--out", required=True, help="where the private JWK is written (0600)")
+
     _operator_commands(commands)
 
     args = parser.parse_args(argv)
@@ -147,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_resolve(settings, args))
     if args.command in ("runs", "unknown", "dlq"):
         return asyncio.run(_operator(settings, args))
+    if args.command == "keys":
+        return _generate_key(args.kid, args.curve, args.out)
     if args.command == "chaos":
         from intentledger.chaos.cli import chaos_run
 
@@ -203,6 +213,28 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(verdict, indent=2))
     return 0 if verdict["status"] == "applied" else 1
+
+
+def _generate_key(kid: str, curve: str, out: str) -> int:
+    """Writes the private key where only its owner reads it; prints what the principals file
+    lists (the public half), for the platform team to add."""
+    import os
+
+    import yaml
+
+    from shared.identity.signatures import generate_signing_key
+
+    key = generate_signing_key(kid, curve)
+    try:
+        descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"intentledger: {out} exists; a key is never overwritten", file=sys.stderr)
+        return 1
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        json.dump(key.as_dict(private=True), file)
+    print(yaml.safe_dump([{"kid": kid, "jwk": key.as_dict(private=False)}], sort_keys=False),
+          end="")
+    return 0
 
 
 def _operator_commands(commands: argparse._SubParsersAction) -> None:

@@ -1,0 +1,184 @@
+"""Signed records: a compact JWS with a detached payload over a Kafka record's exact value bytes.
+
+The signature travels in the record's ``intentledger-signature`` header; the value stays the
+JSON the agent (or the person's tool) wrote, untouched, so any Kafka client can produce one
+(``openssl``, a few lines of Go or JavaScript: see ``examples/``). Its protected header names
+the key (``kid``) and binds who signed and for whom, and when: ``principal``, ``tenant``,
+``iat`` and ``exp`` (seconds since the epoch). A verifier trusts nothing in the value before
+``verify`` returns: the key must be one of the principals file's, usable when the record was
+signed, the signature must hold over these very bytes, the lifetime must be at most
+``MAX_LIFETIME_S`` and must contain *now* within ``CLOCK_SKEW_S``, and the principal must be
+allowed to act for the tenant it names. Every refusal has a stable reason code.
+
+All cryptography is joserfc's (RFC 7515, 7518, 8037); nothing here computes a signature.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from joserfc import jws
+from joserfc.errors import JoseError, SecurityWarning
+from joserfc.jwk import ECKey, OKPKey
+from joserfc.registry import HeaderParameter
+
+from shared.identity.principals import Principals
+
+HEADER = "intentledger-signature"
+"""The Kafka header that carries the compact, detached JWS."""
+MAX_LIFETIME_S = 300
+CLOCK_SKEW_S = 30
+"""How far a signer's clock may be from the verifier's, either way."""
+ALGORITHMS = ("Ed25519", "EdDSA", "ES256")
+"""Ed25519 as RFC 9864 names it, and as older JOSE libraries still do; ES256 on P-256."""
+_CLAIMS = {name: HeaderParameter(description, kind, required=True) for name, description, kind in (
+    ("principal", "who signed", "str"), ("tenant", "for whom", "str"),
+    ("iat", "issued at, seconds since the epoch", "int"),
+    ("exp", "expires at, seconds since the epoch", "int"))}
+_REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=ALGORITHMS)
+SigningKey = OKPKey | ECKey
+
+
+class IdentityReason(StrEnum):
+    """Why a signed record is refused; stable, callers branch on them."""
+
+    SIGNATURE_MISSING = "signature_missing"
+    SIGNATURE_MALFORMED = "signature_malformed"
+    SIGNING_KEY_UNKNOWN = "signing_key_unknown"
+    SIGNING_KEY_REVOKED = "signing_key_revoked"
+    SIGNING_KEY_NOT_VALID = "signing_key_not_valid"
+    SIGNATURE_INVALID = "signature_invalid"
+    SIGNATURE_EXPIRED = "signature_expired"
+    SIGNATURE_NOT_YET_VALID = "signature_not_yet_valid"
+    SIGNATURE_LIFETIME_TOO_LONG = "signature_lifetime_too_long"
+    TENANT_NOT_ALLOWED = "tenant_not_allowed_for_principal"
+
+
+class SignatureRefused(Exception):
+    def __init__(self, code: IdentityReason, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SignedBy:
+    """What a verified signature establishes: the value was written by ``principal_id``, for
+    ``tenant_id``, with key ``kid``, between ``issued_at`` and ``expires_at``."""
+
+    principal_id: str
+    tenant_id: str
+    kid: str
+    issued_at: datetime
+    expires_at: datetime
+
+
+def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
+         lifetime_s: int = 120, now: datetime | None = None) -> str:
+    """The header value for a record whose value is ``value``, signed with ``key`` (its ``kid``
+    must be the one the principals file lists)."""
+    if not 0 < lifetime_s <= MAX_LIFETIME_S:
+        raise ValueError(f"a signature lives at most {MAX_LIFETIME_S} s")
+    kid = key.kid
+    if not kid:
+        raise ValueError("the signing key has no kid")
+    issued = int((now or datetime.now(UTC)).timestamp())
+    protected = {"alg": "Ed25519" if isinstance(key, OKPKey) else "ES256", "kid": kid,
+                 "principal": principal_id, "tenant": tenant_id,
+                 "iat": issued, "exp": issued + lifetime_s}
+    return jws.detach_compact_content(jws.serialize_compact(protected, value, key,
+                                                            registry=_REGISTRY))
+
+
+def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
+           now: datetime | None = None) -> SignedBy:
+    """Who signed ``value``; raises ``SignatureRefused`` with the reason otherwise."""
+    if not token:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MISSING,
+                               f"the record has no {HEADER} header")
+    now = now or datetime.now(UTC)
+    compact = _detached(token)
+    try:
+        extracted = jws.extract_compact(compact.encode(), payload=value, registry=_REGISTRY)
+        header = extracted.protected
+        _REGISTRY.check_header(header)  # the claims' types: extracting checks none of them
+    except (JoseError, ValueError) as error:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED, str(error)) from None
+    if header["alg"] not in ALGORITHMS:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                               f"algorithm {header['alg']!r}: only {', '.join(ALGORITHMS)}")
+    found = principals.by_kid(str(header.get("kid", "")))
+    if found is None:
+        raise SignatureRefused(IdentityReason.SIGNING_KEY_UNKNOWN,
+                               f"no principal has key {header.get('kid')!r}")
+    principal, public = found
+    issued = datetime.fromtimestamp(header["iat"], UTC)
+    expires = datetime.fromtimestamp(header["exp"], UTC)
+    if (why := public.unusable_at(now)) is not None:  # never at a time the signer claims
+        code = (IdentityReason.SIGNING_KEY_REVOKED if why == "revoked"
+                else IdentityReason.SIGNING_KEY_NOT_VALID)
+        raise SignatureRefused(code, f"key {public.kid} of {principal.id} is {why}")
+    try:
+        with warnings.catch_warnings():
+            # RFC 9864 deprecates the name "EdDSA", not its Ed25519 signatures: older JOSE
+            # libraries of agents still write it, and it verifies the same.
+            warnings.filterwarnings("ignore", "EdDSA is deprecated", SecurityWarning)
+            holds = jws.validate_compact(extracted, public.key, registry=_REGISTRY)
+    except JoseError as error:
+        raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
+                               f"key {public.kid} cannot verify it: {error}") from None
+    if not holds:
+        raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
+                               f"the signature does not verify with key {public.kid}")
+    _check_lifetime(issued, expires, now)
+    if header["principal"] != principal.id:
+        raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
+                               f"key {public.kid} is {principal.id}'s, the signature names "
+                               f"{header['principal']!r}")
+    if not principal.acts_for(header["tenant"]):
+        raise SignatureRefused(IdentityReason.TENANT_NOT_ALLOWED,
+                               f"{principal.id} may not act for tenant {header['tenant']!r}")
+    return SignedBy(principal.id, header["tenant"], public.kid, issued, expires)
+
+
+def _check_lifetime(issued: datetime, expires: datetime, now: datetime) -> None:
+    lifetime = (expires - issued).total_seconds()
+    if lifetime <= 0 or lifetime > MAX_LIFETIME_S:
+        raise SignatureRefused(IdentityReason.SIGNATURE_LIFETIME_TOO_LONG,
+                               f"signed for {lifetime:.0f} s, at most {MAX_LIFETIME_S} s")
+    if (issued - now).total_seconds() > CLOCK_SKEW_S:
+        raise SignatureRefused(IdentityReason.SIGNATURE_NOT_YET_VALID,
+                               f"issued at {issued.isoformat()}, after now + {CLOCK_SKEW_S} s")
+    if (now - expires).total_seconds() > CLOCK_SKEW_S:
+        raise SignatureRefused(IdentityReason.SIGNATURE_EXPIRED,
+                               f"expired at {expires.isoformat()}")
+
+
+def _detached(token: str | bytes) -> str:
+    text = token.decode("ascii") if isinstance(token, bytes) else token
+    parts = text.split(".")
+    if len(parts) != 3 or parts[1]:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                               "not a compact JWS with a detached payload")
+    return text
+
+
+def load_signing_key(source: str | Path) -> SigningKey:
+    """A private JWK (with its ``kid``) from a file; what the SDK and the CLI sign with."""
+    document = json.loads(Path(source).read_text(encoding="utf-8"))
+    if "d" not in document:
+        raise ValueError(f"{source}: a public key; signing needs the private JWK")
+    return (OKPKey if document.get("kty") == "OKP" else ECKey).import_key(document)
+
+
+def generate_signing_key(kid: str, curve: str = "Ed25519") -> SigningKey:
+    if curve == "Ed25519":
+        return OKPKey.generate_key("Ed25519", {"kid": kid})
+    if curve == "P-256":
+        return ECKey.generate_key("P-256", {"kid": kid})
+    raise ValueError(f"unsupported curve {curve!r}: Ed25519 or P-256")

@@ -4,7 +4,7 @@
 #   docker run --rm intentledger:dev serve dispatcher        a service: relay, proposal-intake,
 #                                                            policy, dispatcher, projection, query,
 #                                                            wallet, warehouse
-# Configuration is environment only (README "Configuration"). Checked offline by
+# Configuration is environment only (docs/configuration.md). Checked offline by
 # tests/unit/test_dockerfile.py; docker-compose.yml builds it as intentledger:dev.
 
 # Builder: a virtual environment at /opt/venv (the same path in the runtime stage, so its scripts'

@@ -70,7 +70,7 @@ async def run_demo(settings: Settings) -> int:
               "\n               curl -H 'Authorization: Bearer <token>' "
               f"{console.url.removesuffix('/console/')}/v1/runs"
               "\nto break it on purpose: .venv/bin/intentledger chaos run fault-protocols/"
-              "  (the shipped crash scenarios; see the README)"
+              "  (the shipped crash scenarios; see docs/fault-injection.md)"
               "\nto stop the console, Kafka and PostgreSQL: .venv/bin/intentledger infra down"
               f"\n\nconsole: {console.url}"
               f"\n         sign in with the token {console.token}"

@@ -40,12 +40,16 @@ class Router(Generic[Target]):
             names.get(topic, topic): {kind: _bound(target, holder)
                                       for kind, target in by_type.items()}
             for topic, by_type in routes.items()}
+        if len(self.table) != len(routes):
+            raise ValueError(f"two routed topics are configured with one name: {dict(names)}")
         self._by_type: dict[str, Any] = {}
+        routed_from: dict[str, str] = {}
         for topic, by_type in self.table.items():
             for kind, target in by_type.items():
-                if kind in self._by_type:
-                    raise ValueError(f"{kind} is routed from two topics ({topic} and another): "
-                                     "one event type, one route")
+                if kind in routed_from:
+                    raise ValueError(f"{kind} is routed from two topics ({routed_from[kind]} and "
+                                     f"{topic}): one event type, one route")
+                routed_from[kind] = topic
                 self._by_type[kind] = target
 
     @property

@@ -392,6 +392,23 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         group for name in deployed(overlay) & set(CONSUMERS) for group in topology.groups_of(name)}
 
 
+KAFKA_USERS = {topology.RELAY: "intentledger-relay", topology.OPERATORS: "intentledger-operator",
+               topology.CONSOLE: "intentledger-query", topology.AGENTS: "intentledger-agent"}
+"""The Kafka user of each writer the topology names (downstream systems bring their own)."""
+
+
+def test_who_may_write_each_topic_is_who_the_topology_says(overlay, objects):
+    users, running = of_kind(objects, "KafkaUser"), deployed(overlay)
+    for topic in topology.TOPICS:
+        writers = {name for name, user in users.items()
+                   if "Write" in acls(user).get(("topic", topic.name), set())}
+        through_outbox = any(producer in topology.OUTBOX_PRODUCERS and producer in running
+                             for producer in topic.producers)
+        expected = {KAFKA_USERS[writer] for writer in topic.kafka_writers
+                    if writer in KAFKA_USERS and (writer != topology.RELAY or through_outbox)}
+        assert writers == expected, topic.name
+
+
 def test_every_kafka_client_logs_in_as_its_own_user(objects):
     users = of_kind(objects, "KafkaUser")
     for name, deployment in of_kind(objects, "Deployment").items():

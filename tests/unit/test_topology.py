@@ -63,6 +63,11 @@ def test_a_routing_table_that_routes_one_event_type_from_two_topics_is_refused()
         Router({"a": {"Thing": None}, "b": {"Thing": None}})
 
 
+def test_two_routed_topics_configured_with_one_name_are_refused():
+    with pytest.raises(ValueError, match="configured with one name"):
+        Router(POLICY, {topology.LEDGER_INTAKE: "x", topology.LEDGER_APPROVALS: "x"})
+
+
 def test_a_router_binds_its_topics_to_their_configured_names():
     router = Router(POLICY, {topology.LEDGER_INTAKE: "ledger.intake.t1"})
     assert set(router.topics) == {"ledger.intake.t1", topology.LEDGER_APPROVALS}

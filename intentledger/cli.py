@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                                            "projection"])
     serve.add_argument("--log-level", default="INFO")
 
-    commands.add_parser("demo", help="round-trip one event through outbox, relay and consumer")
+    commands.add_parser("demo", help="the stack as real processes, an agent's proposals, a crash "
+                        "after a debit, authority at dispatch (docs/demo.md)")
 
     propose = commands.add_parser("propose", help="propose one tool call and print its outcome")
     propose.add_argument("--run", required=True, help="run id (created by its first proposal)")
@@ -229,6 +230,9 @@ def _generate_key(kid: str, curve: str, out: str) -> int:
         descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         print(f"intentledger: {out} exists; a key is never overwritten", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"intentledger: cannot write {out}: {error.strerror}", file=sys.stderr)
         return 1
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         json.dump(key.as_dict(private=True), file)

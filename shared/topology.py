@@ -75,7 +75,7 @@ TOPICS = (
     Topic(LEDGER_AUTHORIZATIONS, "the policy's decisions: allowed with a capability, denied, "
           "awaiting approval", "ledger.authorizations.schema.json", "run id", ("policy",),
           ("dispatcher", "projection"), False),
-    Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents left UNKNOWN or in review",
+    Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents reconciliation could not settle",
           "ledger.resolutions.schema.json", "run id", (OPERATORS, CONSOLE),
           ("dispatcher-priority",), True),
     Topic(LEDGER_DISPATCH, "the dispatcher's lifecycle of each intent",

@@ -55,4 +55,3 @@ died), ``profiles`` (py-spy), ``hops`` (per-hop latency), ``correctness`` (the e
 checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures
 of ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """
-

@@ -81,7 +81,7 @@ async def _read_ledger(conn: asyncpg.Connection, names: RunNames,
     intake = await conn.fetchrow(
         "SELECT count(*) AS calls, count(DISTINCT operation_key) AS keys,"
         " count(DISTINCT (run_id, provider_call_id)) AS proposals"
-        " FROM proposal_intake.intents WHERE run_id LIKE $1", runs)
+        " FROM proposal_intake.logical_calls WHERE run_id LIKE $1", runs)
     dispatcher_states = dict(await conn.fetch(
         "SELECT state, count(*) FROM dispatcher.calls WHERE run_id LIKE $1"
         " AND compensates IS NULL GROUP BY state", runs))
@@ -96,7 +96,7 @@ async def _read_ledger(conn: asyncpg.Connection, names: RunNames,
         " USING (logical_call_id) WHERE d.run_id LIKE $1"
         " AND p.state IS DISTINCT FROM d.state", runs)
     not_at_dispatcher = await conn.fetchval(
-        "SELECT count(*) FROM proposal_intake.intents lc WHERE lc.run_id LIKE $1"
+        "SELECT count(*) FROM proposal_intake.logical_calls lc WHERE lc.run_id LIKE $1"
         " AND NOT EXISTS (SELECT 1 FROM dispatcher.calls d"
         "                 WHERE d.logical_call_id = lc.logical_call_id)", runs)
     effects = await conn.fetch(

@@ -33,7 +33,7 @@ async def hop_latencies(pool: asyncpg.Pool, names: RunNames,
         " max(e.occurred_at) FILTER (WHERE e.event_type = 'ToolResultRecorded') AS result,"
         " (SELECT d.created_at FROM wallet.debits d"  # by its key: debits has no index by call
         "   WHERE d.operation_key = lc.operation_key) AS debited"
-        " FROM proposal_intake.intents lc"
+        " FROM proposal_intake.logical_calls lc"
         " JOIN projection.events e ON e.logical_call_id = lc.logical_call_id"
         " WHERE lc.run_id LIKE $1"
         " GROUP BY lc.provider_call_id, lc.logical_call_id, lc.operation_key",

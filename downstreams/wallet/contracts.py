@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+
 class WalletReason(StrEnum):
     """Why a request was not applied; stable, callers branch on them.
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from downstreams.wallet.contracts import WalletReason
 
 
-
 @dataclass(frozen=True)
 class Wallet:
     id: str

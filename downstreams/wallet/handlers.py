@@ -23,6 +23,8 @@ from shared.messaging.envelope import Envelope, parse
 
 log = logging.getLogger(__name__)
 PRODUCER = "wallet"
+
+
 async def effect_requested(uow: UnitOfWork, envelope: Envelope) -> None:
     await _transient_failure()
     asked = parse(envelope, EffectRequested)

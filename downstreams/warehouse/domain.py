@@ -10,7 +10,6 @@ from downstreams.warehouse.contracts import WarehouseReason
 from shared.tools.tenancy import tenant_resource
 
 
-
 @dataclass(frozen=True)
 class Stock:
     sku: str

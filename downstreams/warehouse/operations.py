@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from downstreams.warehouse import repository as repo
 from downstreams.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
-                                          WarehouseReason)
+                                             WarehouseReason)
 from downstreams.warehouse.domain import release_refusal, reserve_refusal, resource_id, utc_stamp
 from shared import faults
 from shared.contracts.effect_requests import EffectRequested

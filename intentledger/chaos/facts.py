@@ -91,7 +91,7 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
     payload = dict(sent.outcome.payload)
     if sent.outcome.status == "pending":  # not answered yet (a snapshot): the intake's own row
         row = await conn.fetchrow(
-            "SELECT logical_call_id, operation_key, tool_name FROM proposal_intake.intents "
+            "SELECT logical_call_id, operation_key, tool_name FROM proposal_intake.logical_calls "
             "WHERE run_id = $1 AND provider_call_id = $2", sent.run_id,
             sent.proposal.call_id or sent.proposal.name)
         payload |= {k: str(v) for k, v in row.items()} if row else {}

@@ -13,7 +13,7 @@ import uuid
 from intentledger.demo import console as demo_console
 from intentledger.demo.authority_act import authority_act
 from intentledger.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
-                                       crash_story)
+                                           crash_story)
 from intentledger.demo.proposals import propose_act
 from shared.db.schemas import migrate_all
 from shared import infra

@@ -71,4 +71,3 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     return await serve(service, settings, prepare=prepare,
                        migrated=lambda pool: expect_migrated(pool, SCHEMA), stopping=stopping,
                        alongside=background, shown=(policy_settings,))
-

@@ -104,13 +104,6 @@ async def lapsed_for_update(conn: asyncpg.Connection, now: datetime,
     return [_stored(row) for row in rows]
 
 
-async def decision_of(db: Executor, logical_call_id: uuid.UUID) -> asyncpg.Record | None:
-    """The call's decision row (for the approve/reject command), whatever its outcome."""
-    return await db.fetchrow(
-        f"SELECT logical_call_id, run_id, tenant_id, operation_key, arguments_hash, outcome, "
-        f"expires_at FROM {SCHEMA}.decisions WHERE logical_call_id = $1", logical_call_id)
-
-
 def _stored(row: asyncpg.Record) -> StoredDecision:
     inputs = json.loads(row["inputs"])
     amount = (row["amount_minor"], row["currency"]) if row["amount_minor"] is not None else None

@@ -6,7 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.topology import (AGENT_RESULTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
-                                     LEDGER_EFFECTS, LEDGER_INTAKE)
+                             LEDGER_EFFECTS, LEDGER_INTAKE)
 
 
 class ProjectionSettings(BaseSettings):

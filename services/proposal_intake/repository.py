@@ -41,14 +41,14 @@ async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> a
 
 async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
-        f"SELECT logical_call_id, arguments_hash, state, run_id FROM {SCHEMA}.intents "
+        f"SELECT logical_call_id, arguments_hash, state, run_id FROM {SCHEMA}.logical_calls "
         "WHERE operation_key = $1", key)
 
 
 async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: int) -> bool:
     """False when the operation key or (run, provider call id) is already taken."""
     inserted = await conn.fetchval(
-        f"INSERT INTO {SCHEMA}.intents (logical_call_id, operation_key, run_id, provider, "
+        f"INSERT INTO {SCHEMA}.logical_calls (logical_call_id, operation_key, run_id, provider, "
         "provider_call_id, tool_name, tool_version, arguments_hash, canonical_arguments, "
         "principal_id, tenant_id, state, version) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, 'VALIDATED', 1) "

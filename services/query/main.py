@@ -19,14 +19,13 @@ from shared.health import Health
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.runtime import service_runtime
 from shared.signals import stop_on_signals
-from shared.topology import LEDGER_RESOLUTIONS
 
 
 async def run_query(settings: Settings, query_settings: QuerySettings | None = None,
                     stopping: asyncio.Event | None = None,
                     started: asyncio.Future[Ports] | None = None,
                     console_settings: ConsoleSettings | None = None,
-                    resolutions_topic: str = LEDGER_RESOLUTIONS) -> None:
+                    resolutions_topic: str | None = None) -> None:
     """Serve until ``stopping`` is set; ``started`` receives the bound ports (tests ask for 0)."""
     query_settings = query_settings or QuerySettings()
     console_settings = console_settings or ConsoleSettings()
@@ -47,7 +46,7 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
                     await migrate_service(pool, "query")
             health.ready_when("migrations", lambda: expect_migrated(pool, "projection", "query"))
             console = Console(console_settings, Sessions(console_settings), settings.endpoints,
-                              pool, resolutions_topic)
+                              pool, resolutions_topic or console_settings.resolutions_topic)
             async with serving(pool, query_settings, console) as ports:
                 if started is not None:
                     started.set_result(ports)

@@ -18,6 +18,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
+from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OKPKey
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -29,6 +30,8 @@ Kind = Literal["agent", "person", "service"]
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
 _CURVES = {("OKP", "Ed25519"), ("EC", "P-256")}
 """The key types a signature may use: Ed25519 (EdDSA) and P-256 (ES256)."""
+_ALGORITHM = {"OKP": "Ed25519", "EC": "ES256"}
+_ALGORITHMS = {"OKP": ("Ed25519", "EdDSA"), "EC": ("ES256",)}
 
 
 class PrincipalsError(ValueError):
@@ -53,6 +56,14 @@ class PublicKey(_Frozen):
             raise ValueError("a private key (it has 'd'): the file holds public keys only")
         if (jwk.get("kty"), jwk.get("crv")) not in _CURVES:
             raise ValueError("the key must be an Ed25519 (OKP) or P-256 (EC) public JWK")
+        if jwk.get("use", "sig") != "sig":
+            raise ValueError(f"a key for use {jwk['use']!r}, not for signatures ('sig')")
+        if jwk.get("alg", _ALGORITHM[jwk["kty"]]) not in _ALGORITHMS[jwk["kty"]]:
+            raise ValueError(f"a {jwk['kty']} key cannot sign with {jwk['alg']!r}")
+        try:
+            _imported(jwk)  # the point must be one of the curve's: refused here, not per record
+        except (JoseError, ValueError, TypeError) as error:
+            raise ValueError(f"not a valid public key: {error}") from None
         return jwk
 
     @model_validator(mode="after")
@@ -66,7 +77,7 @@ class PublicKey(_Frozen):
     @cached_property
     def key(self) -> OKPKey | ECKey:
         """The JWK as joserfc's key, imported once per file version."""
-        return (OKPKey if self.jwk["kty"] == "OKP" else ECKey).import_key(self.jwk)
+        return _imported(self.jwk)
 
     def unusable_at(self, instant: datetime) -> str | None:
         """Why the key cannot be used at ``instant``, or None."""
@@ -131,7 +142,6 @@ def load_principals(path: str | Path) -> Principals:
     return parse_principals(*read_document(path, "the principals file", PrincipalsError))
 
 
-
 class PrincipalsWatcher(WatchedFile[Principals]):
     """The principals in force: a new key or a revocation takes effect within ``interval_s``
     of the file's edit, without a restart; an invalid edit leaves the previous file in force."""
@@ -139,3 +149,7 @@ class PrincipalsWatcher(WatchedFile[Principals]):
     def __init__(self, path: str | Path, interval_s: float = 5.0) -> None:
         super().__init__(path, load_principals, lambda principals: principals.version,
                          PrincipalsError, "principals", interval_s)
+
+
+def _imported(jwk: dict[str, Any]) -> OKPKey | ECKey:
+    return (OKPKey if jwk["kty"] == "OKP" else ECKey).import_key(jwk)

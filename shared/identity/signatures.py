@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from joserfc import jws
 from joserfc.errors import JoseError, SecurityWarning
 from joserfc.jwk import ECKey, OKPKey
 from joserfc.registry import HeaderParameter
 
-from shared.identity.principals import Principals
+from shared.identity.principals import Principals, PublicKey
 
 HEADER = "intentledger-signature"
 """The Kafka header that carries the compact, detached JWS."""
@@ -42,6 +43,10 @@ _CLAIMS = {name: HeaderParameter(description, kind, required=True) for name, des
     ("exp", "expires at, seconds since the epoch", "int"))}
 _REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=ALGORITHMS)
 SigningKey = OKPKey | ECKey
+PROPOSAL, APPROVAL, RESOLUTION = "proposal", "approval", "resolution"
+"""What a signed record is (its ``typ``, ``intentledger-<use>+jws``, RFC 8725 §3.11)."""
+_LATEST = 253402300799
+"""9999-12-31T23:59:59Z: later claimed times are not times."""
 
 
 class IdentityReason(StrEnum):
@@ -56,6 +61,7 @@ class IdentityReason(StrEnum):
     SIGNATURE_EXPIRED = "signature_expired"
     SIGNATURE_NOT_YET_VALID = "signature_not_yet_valid"
     SIGNATURE_LIFETIME_TOO_LONG = "signature_lifetime_too_long"
+    SIGNATURE_FOR_ANOTHER_USE = "signature_for_another_use"
     TENANT_NOT_ALLOWED = "tenant_not_allowed_for_principal"
 
 
@@ -79,9 +85,10 @@ class SignedBy:
 
 
 def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
-         lifetime_s: int = 120, now: datetime | None = None) -> str:
+         use: str = PROPOSAL, lifetime_s: int = 120, now: datetime | None = None) -> str:
     """The header value for a record whose value is ``value``, signed with ``key`` (its ``kid``
-    must be the one the principals file lists)."""
+    must be the one the principals file lists) for ``use``: what the record is, so that a
+    signature made for one purpose never verifies for another."""
     if not 0 < lifetime_s <= MAX_LIFETIME_S:
         raise ValueError(f"a signature lives at most {MAX_LIFETIME_S} s")
     kid = key.kid
@@ -89,6 +96,7 @@ def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
         raise ValueError("the signing key has no kid")
     issued = int((now or datetime.now(UTC)).timestamp())
     protected = {"alg": "Ed25519" if isinstance(key, OKPKey) else "ES256", "kid": kid,
+                 "typ": _typ(use),
                  "principal": principal_id, "tenant": tenant_id,
                  "iat": issued, "exp": issued + lifetime_s}
     return jws.detach_compact_content(jws.serialize_compact(protected, value, key,
@@ -96,33 +104,63 @@ def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
 
 
 def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
-           now: datetime | None = None) -> SignedBy:
-    """Who signed ``value``; raises ``SignatureRefused`` with the reason otherwise."""
+           use: str = PROPOSAL, now: datetime | None = None) -> SignedBy:
+    """Who signed ``value`` for ``use``; raises ``SignatureRefused`` with the reason otherwise,
+    whatever the token holds (it comes from the same untrusted record)."""
     if not token:
         raise SignatureRefused(IdentityReason.SIGNATURE_MISSING,
                                f"the record has no {HEADER} header")
     now = now or datetime.now(UTC)
-    compact = _detached(token)
-    try:
-        extracted = jws.extract_compact(compact.encode(), payload=value, registry=_REGISTRY)
-        header = extracted.protected
-        _REGISTRY.check_header(header)  # the claims' types: extracting checks none of them
-    except (JoseError, ValueError) as error:
-        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED, str(error)) from None
-    if header["alg"] not in ALGORITHMS:
-        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
-                               f"algorithm {header['alg']!r}: only {', '.join(ALGORITHMS)}")
-    found = principals.by_kid(str(header.get("kid", "")))
+    extracted, header = _parsed(token, value)
+    if header.get("typ") != _typ(use):
+        raise SignatureRefused(IdentityReason.SIGNATURE_FOR_ANOTHER_USE,
+                               f"signed as {header.get('typ')!r}, not {_typ(use)!r}")
+    found = principals.by_kid(header["kid"])
     if found is None:
         raise SignatureRefused(IdentityReason.SIGNING_KEY_UNKNOWN,
-                               f"no principal has key {header.get('kid')!r}")
+                               f"no principal has key {header['kid']!r}")
     principal, public = found
-    issued = datetime.fromtimestamp(header["iat"], UTC)
-    expires = datetime.fromtimestamp(header["exp"], UTC)
     if (why := public.unusable_at(now)) is not None:  # never at a time the signer claims
         code = (IdentityReason.SIGNING_KEY_REVOKED if why == "revoked"
                 else IdentityReason.SIGNING_KEY_NOT_VALID)
         raise SignatureRefused(code, f"key {public.kid} of {principal.id} is {why}")
+    _check_signature(extracted, public)
+    issued, expires = _check_lifetime(header["iat"], header["exp"], now)
+    if header["principal"] != principal.id:
+        raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
+                               f"key {public.kid} is {principal.id}'s, the signature names "
+                               f"{header['principal']!r}")
+    if not principal.acts_for(header["tenant"]):
+        raise SignatureRefused(IdentityReason.TENANT_NOT_ALLOWED,
+                               f"{principal.id} may not act for tenant {header['tenant']!r}")
+    return SignedBy(principal.id, header["tenant"], public.kid, issued, expires)
+
+
+def _parsed(token: str | bytes, value: bytes) -> tuple[jws.CompactSignature, dict[str, Any]]:
+    """The token's parts and protected header, every claim present and of its type."""
+    try:
+        raw = token if isinstance(token, bytes) else token.encode("ascii")
+        parts = raw.split(b".")
+        if len(parts) != 3 or parts[1]:
+            raise ValueError("not a compact JWS with a detached payload")
+        extracted = jws.extract_compact(raw, payload=value, registry=_REGISTRY)
+        header = extracted.protected
+        _REGISTRY.check_header(header)  # the claims' types: extracting checks none of them
+    except (JoseError, ValueError) as error:  # UnicodeError is a ValueError
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED, str(error)) from None
+    if header["alg"] not in ALGORITHMS:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                               f"algorithm {header['alg']!r}: only {', '.join(ALGORITHMS)}")
+    for claim in ("iat", "exp"):
+        if isinstance(header[claim], bool) or not 0 <= header[claim] <= _LATEST:
+            raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                                   f"{claim} {header[claim]!r} is not a time")
+    if not isinstance(header.get("kid"), str):
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED, "the header names no kid")
+    return extracted, header
+
+
+def _check_signature(extracted: jws.CompactSignature, public: PublicKey) -> None:
     try:
         with warnings.catch_warnings():
             # RFC 9864 deprecates the name "EdDSA", not its Ed25519 signatures: older JOSE
@@ -135,37 +173,27 @@ def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
     if not holds:
         raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
                                f"the signature does not verify with key {public.kid}")
-    _check_lifetime(issued, expires, now)
-    if header["principal"] != principal.id:
-        raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
-                               f"key {public.kid} is {principal.id}'s, the signature names "
-                               f"{header['principal']!r}")
-    if not principal.acts_for(header["tenant"]):
-        raise SignatureRefused(IdentityReason.TENANT_NOT_ALLOWED,
-                               f"{principal.id} may not act for tenant {header['tenant']!r}")
-    return SignedBy(principal.id, header["tenant"], public.kid, issued, expires)
 
 
-def _check_lifetime(issued: datetime, expires: datetime, now: datetime) -> None:
-    lifetime = (expires - issued).total_seconds()
-    if lifetime <= 0 or lifetime > MAX_LIFETIME_S:
+def _check_lifetime(iat: int, exp: int, now: datetime) -> tuple[datetime, datetime]:
+    issued, expires = datetime.fromtimestamp(iat, UTC), datetime.fromtimestamp(exp, UTC)
+    if exp <= iat:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                               f"expires ({exp}) no later than issued ({iat})")
+    if exp - iat > MAX_LIFETIME_S:
         raise SignatureRefused(IdentityReason.SIGNATURE_LIFETIME_TOO_LONG,
-                               f"signed for {lifetime:.0f} s, at most {MAX_LIFETIME_S} s")
+                               f"signed for {exp - iat} s, at most {MAX_LIFETIME_S} s")
     if (issued - now).total_seconds() > CLOCK_SKEW_S:
         raise SignatureRefused(IdentityReason.SIGNATURE_NOT_YET_VALID,
                                f"issued at {issued.isoformat()}, after now + {CLOCK_SKEW_S} s")
     if (now - expires).total_seconds() > CLOCK_SKEW_S:
         raise SignatureRefused(IdentityReason.SIGNATURE_EXPIRED,
                                f"expired at {expires.isoformat()}")
+    return issued, expires
 
 
-def _detached(token: str | bytes) -> str:
-    text = token.decode("ascii") if isinstance(token, bytes) else token
-    parts = text.split(".")
-    if len(parts) != 3 or parts[1]:
-        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
-                               "not a compact JWS with a detached payload")
-    return text
+def _typ(use: str) -> str:
+    return f"intentledger-{use}+jws"
 
 
 def load_signing_key(source: str | Path) -> SigningKey:

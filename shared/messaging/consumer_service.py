@@ -27,7 +27,7 @@ from shared.db.pool import open_pool
 from shared.health import Health, NotReady
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import (BatchHandler, Decoder, Handler, IdempotentConsumer,
-                                      decode_envelope)
+                                       decode_envelope)
 from shared.messaging.kafka_security import configured, new_broker
 from shared.messaging.routes import Router
 from shared.messaging.subscription import subscribe

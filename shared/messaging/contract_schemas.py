@@ -30,8 +30,8 @@ from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
 from shared.topology import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
-                                     LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
-                                     LEDGER_INTAKE, LEDGER_RESOLUTIONS)
+                             LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
+                             LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://intentledger.dev/schemas/"
@@ -95,7 +95,7 @@ def approvals_schema() -> dict[str, Any]:
 def resolutions_schema() -> dict[str, Any]:
     """Inbound from operators: a resolution of a call reconciliation could not settle."""
     return _enveloped(LEDGER_RESOLUTIONS, "An operator settles by hand, with evidence, a call "
-                                          "left UNKNOWN or in MANUAL_REVIEW.",
+                                          "left RECONCILING or in MANUAL_REVIEW.",
                       [Resolution], [_payload_is("Resolution")],
                       event_types=[RESOLUTION_REQUESTED])
 

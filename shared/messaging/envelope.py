@@ -93,5 +93,5 @@ def parse(envelope: Envelope, model: type[Payload]) -> Payload:
     try:
         return model.model_validate(envelope.payload)
     except ValidationError as error:
-        raise PermanentError(f"{envelope.event_type} payload is not a {model.__name__}: "
+        raise PermanentError(f"{envelope.event_type} payload does not fit {model.__name__}: "
                              f"{error}") from error

@@ -101,6 +101,7 @@ def _documented_table(doc: str) -> dict[str, str]:
             table[code] += " " + line.strip()
     return {code: text.replace("``", "`") for code, text in table.items()}
 
+
 _DISPATCH_REASON = {
     "approval_missing": "the tool requires approval (irreversible) and the capability carries none",
     "capability_signature_invalid": "the capability's signature does not match its fields; "

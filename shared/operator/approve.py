@@ -75,4 +75,3 @@ async def _pending(database_url: str, logical_call_id: uuid.UUID) -> asyncpg.Rec
         raise NotAwaitingApproval(f"the approval request for call {logical_call_id} expired at "
                                   f"{row['expires_at'].isoformat()}")
     return row
-

@@ -100,8 +100,8 @@ class Limit(_Frozen):
 
 
 class ResolutionRule(_Frozen):
-    """Who may settle a call by hand when reconciliation could not (an UNKNOWN or MANUAL_REVIEW
-    outcome), in which tenants, for which tools, to which outcomes. The call's own principal
+    """Who may settle a call by hand when reconciliation could not (a RECONCILING or
+    MANUAL_REVIEW intent), in which tenants, for which tools, to which outcomes. The call's own principal
     never may: the agent cannot vouch for its own effect."""
 
     name: str = Field(min_length=1, max_length=100)
@@ -134,8 +134,11 @@ class Policy(_Frozen):
         return self
 
     def model_post_init(self, context: Any) -> None:
-        canonical = jcs(self.model_dump(mode="json"))
-        self._version = hashlib.sha256(canonical).hexdigest()[:VERSION_CHARS]
+        document = self.model_dump(mode="json")
+        # The versioned form keeps the section's former name: an unchanged file keeps its
+        # version across the rename (decisions and capabilities name versions).
+        document["repairs"] = document.pop("resolutions")
+        self._version = hashlib.sha256(jcs(document)).hexdigest()[:VERSION_CHARS]
 
     @property
     def version(self) -> str:

@@ -69,7 +69,7 @@ async def test_the_openai_agent_is_accepted_then_duplicate_under_the_same_key(en
     assert debit[0] == "accepted", first.stdout
     assert refused == ["rejected", "reason_code=unknown_tool"]
     intent_id = debit[1].removeprefix("logical_call_id=")
-    row = await pool.fetchrow("SELECT run_id, tool_name FROM proposal_intake.intents "
+    row = await pool.fetchrow("SELECT run_id, tool_name FROM proposal_intake.logical_calls "
                               "WHERE logical_call_id = $1", uuid.UUID(intent_id))
     assert (row["run_id"], row["tool_name"]) == (run, "wallet.debit")
     assert answers_of(again.stdout)["call_debit"] == ["duplicate", f"logical_call_id={intent_id}"]

@@ -123,6 +123,7 @@ async def test_killed_after_the_wallet_committed_and_before_recording_then_recon
     http_wallet(stage, port)
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 4000)
+
     async def the_wallet_did_commit() -> None:
         assert await debits_under(pool, intent.operation_key) == 1
 
@@ -159,6 +160,7 @@ async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, po
 async def test_killed_after_recording_the_intent_and_before_sending(stage, pool):
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 900)
+
     async def recorded_but_not_sent() -> None:
         assert (await call_row(pool, intent.logical_call_id))["state"] == "INTENT_RECORDED"
         assert await debits_under(pool, intent.operation_key) == 0

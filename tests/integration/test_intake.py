@@ -20,7 +20,7 @@ def _outcomes(envelopes: list[dict]) -> dict[str, dict]:
 
 
 async def _intents(pool, run_id: str) -> int:
-    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.intents WHERE run_id = $1", run_id)
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.logical_calls WHERE run_id = $1", run_id)
 
 
 async def test_a_generic_proposal_becomes_one_durable_intent_with_canonical_arguments(pool, endpoints):

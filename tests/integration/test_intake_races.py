@@ -54,7 +54,7 @@ async def test_the_loser_of_a_key_race_is_answered_as_duplicate_or_conflict(pool
 
     assert await _answer_types(pool, first_run) == ["ProposalAccepted"]
     assert await _answer_types(pool, second_run) == [expected]
-    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.intents WHERE run_id = ANY($1)",
+    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.logical_calls WHERE run_id = ANY($1)",
                                [first_run, second_run]) == 1
     reason = await pool.fetchval(
         f"SELECT envelope->'payload'->>'reason_code' FROM {SCHEMA}.outbox "

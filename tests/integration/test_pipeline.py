@@ -168,7 +168,7 @@ async def test_proposals_the_intake_refuses_are_never_dispatched(stage, pool):
         "call-invalid": ("ProposalRejected", "arguments_invalid"),
         "call-unknown": ("ProposalRejected", "unknown_tool"),
         "call-changed": ("ProposalRejected", "operation_key_conflict")}
-    assert await rows_of_run(pool, "proposal_intake.intents", run_id) == 1
+    assert await rows_of_run(pool, "proposal_intake.logical_calls", run_id) == 1
     assert await rows_of_run(pool, "policy.decisions", run_id) == 1
     [paid_call] = await dispatched_in(pool, run_id)
     assert str(paid_call) == ok["logical_call_id"] and len(await attempts(pool, paid_call)) == 1
@@ -259,7 +259,7 @@ async def test_the_same_proposal_sent_again_is_one_intent_and_one_debit(stage, p
     assert [e["event_type"] for e in (accepted, *again)] == [
         "ProposalAccepted", "DuplicateProposal", "DuplicateProposal"]
     assert {e["payload"]["logical_call_id"] for e in again} == {str(call)}
-    for table in ("proposal_intake.intents", "policy.decisions", "dispatcher.calls"):
+    for table in ("proposal_intake.logical_calls", "policy.decisions", "dispatcher.calls"):
         assert await rows_of_run(pool, table, run_id) == 1
     assert len(await attempts(pool, call)) == 1
     assert await debits_under(pool, accepted["payload"]["operation_key"]) == 1

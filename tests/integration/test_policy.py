@@ -386,7 +386,7 @@ async def test_a_poison_record_is_dead_lettered_and_the_consumer_keeps_going(poo
     reasons = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters "
                                "WHERE topic = $1", policy.settings.intake_topic)
     assert len(reasons) == 2
-    assert any("not a Intent" in r["reason"] and r["event_id"] == not_an_intent.event_id
+    assert any("does not fit Intent" in r["reason"] and r["event_id"] == not_an_intent.event_id
                for r in reasons)
 
 
@@ -409,7 +409,6 @@ async def test_an_intent_forged_on_the_approvals_topic_is_dead_lettered_not_deci
             await producer.stop()
         await policy.propose(good)
         await decision(pool, good, "allowed")
-
 
         async def both_dead_lettered():
             rows = await pool.fetch(f"SELECT reason, event_id FROM {SCHEMA}.dead_letters"

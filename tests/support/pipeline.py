@@ -17,6 +17,7 @@ from tests.support.dispatch import Stage, attempts
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits, debits_under
 
+
 def names() -> tuple[str, str]:
     """A run and a principal of this test only (policy limits count per principal)."""
     tag = uuid.uuid4().hex[:10]

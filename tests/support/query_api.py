@@ -16,7 +16,6 @@ from services.query.console.settings import ConsoleSettings
 from services.query.main import run_query
 from services.query.settings import QuerySettings
 from shared.config import Endpoints, Settings
-from shared.topology import LEDGER_RESOLUTIONS
 
 
 class QueryClient:
@@ -65,7 +64,7 @@ class QueryClient:
 @asynccontextmanager
 async def query_api(endpoints: Endpoints, api_keys: dict[str, str], *,
                     console: ConsoleSettings | None = None,
-                    resolutions_topic: str = LEDGER_RESOLUTIONS) -> AsyncIterator[QueryClient]:
+                    resolutions_topic: str | None = None) -> AsyncIterator[QueryClient]:
     """The API process's composition root (with the console) on a free port; leaving stops it
     as SIGTERM would."""
     stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()

@@ -12,9 +12,9 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from downstreams.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
-                                          WarehouseReason)
+                                             WarehouseReason)
 from downstreams.warehouse.domain import (Reservation, Stock, release_refusal, reserve_refusal,
-                                       resource_id, utc_stamp)
+                                          resource_id, utc_stamp)
 from shared.tools.tenancy import tenant_of
 from downstreams.warehouse.operations import OPERATIONS
 from shared.tools import canonicalize, load_registry

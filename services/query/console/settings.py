@@ -14,8 +14,10 @@ No tokens and no proxy: nobody gets in (fail closed).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.topology import LEDGER_RESOLUTIONS
 
 
 class ConsoleUser(BaseModel):
@@ -41,6 +43,11 @@ class ConsoleSettings(BaseSettings):
     session_hours: float = Field(default=8.0, gt=0)
     resolve_timeout_s: float = Field(default=30.0, gt=0)
     """How long the resolve form waits for the dispatcher's verdict before answering pending."""
+    resolutions_topic: str = Field(default=LEDGER_RESOLUTIONS, validation_alias=AliasChoices(
+        "resolutions_topic", "INTENTLEDGER_CONSOLE_RESOLUTIONS_TOPIC",
+        "INTENTLEDGER_DISPATCHER_RESOLUTIONS_TOPIC"))
+    """Where the resolve form publishes: the dispatcher's ``resolutions_topic``, read from the
+    variable that configures the dispatcher unless the console's own says otherwise."""
 
     @model_validator(mode="after")
     def _proxy_header_only_on_its_own_port(self) -> ConsoleSettings:

@@ -71,7 +71,8 @@ def test_es256_signatures_verify_too():
 
 
 def test_an_eddsa_labelled_signature_of_an_older_jose_library_verifies():
-    protected = {"alg": "EdDSA", "kid": ACME.kid, "principal": "agent-7", "tenant": "acme",
+    protected = {"alg": "EdDSA", "kid": ACME.kid, "typ": "intentledger-proposal+jws",
+                 "principal": "agent-7", "tenant": "acme",
                  "iat": int(NOW.timestamp()), "exp": int(NOW.timestamp()) + 60}
     header = _b64(json.dumps(protected).encode())
     signature = ACME.private_key.sign(f"{header}.{_b64(VALUE)}".encode())
@@ -151,7 +152,8 @@ def test_a_signature_living_longer_than_the_maximum_is_refused():
 
 
 def _signed_by_hand(overrides: dict, alg: str = "Ed25519") -> str:
-    protected = {"alg": alg, "kid": ACME.kid, "principal": "agent-7", "tenant": "acme",
+    protected = {"alg": alg, "kid": ACME.kid, "typ": "intentledger-proposal+jws",
+                 "principal": "agent-7", "tenant": "acme",
                  "iat": int(NOW.timestamp()), "exp": int(NOW.timestamp()) + 60, **overrides}
     header = _b64(json.dumps(protected).encode())
     signature = ACME.private_key.sign(f"{header}.{_b64(VALUE)}".encode())
@@ -175,3 +177,28 @@ def test_joses_traps_are_refused():
     assert refused(VALUE, attached) == IdentityReason.SIGNATURE_MALFORMED
     assert refused(VALUE, "not-a-jws") == IdentityReason.SIGNATURE_MALFORMED
     assert refused(VALUE, _signed_by_hand({"iat": "now"})) == IdentityReason.SIGNATURE_MALFORMED
+
+
+def test_a_signature_made_for_another_use_is_refused():
+    """An approval's signature never passes for a proposal's, even over the same bytes."""
+    approval = sign(VALUE, ACME, principal_id="agent-7", tenant_id="acme", use="approval", now=NOW)
+    assert verify(VALUE, approval, PRINCIPALS, use="approval", now=NOW).kid == ACME.kid
+    assert refused(VALUE, approval) == IdentityReason.SIGNATURE_FOR_ANOTHER_USE
+    assert refused(VALUE, _signed_by_hand({"typ": None})) == IdentityReason.SIGNATURE_MALFORMED
+
+
+@pytest.mark.parametrize("token", [
+    "é.x.y".encode("latin-1"), b"\xff\xfe..", "ünïcode..sig", "a" * 100_000 + "..b",
+    _b64(b"[]") + "..x", _b64(b"not json") + "..x", _b64(b'{"alg": "Ed25519"}') + "..x",
+])
+def test_hostile_tokens_are_refused_as_malformed_never_with_another_error(token):
+    assert refused(VALUE, token) == IdentityReason.SIGNATURE_MALFORMED
+
+
+@pytest.mark.parametrize("claims", [
+    {"iat": 10**20}, {"exp": 10**20}, {"iat": -10**15}, {"iat": True}, {"exp": 1.5},
+    {"iat": None}, {"kid": 7}, {"kid": None}, {"principal": ["agent-7"]}, {"tenant": {}},
+    {"exp": int(NOW.timestamp()) - 1},
+])
+def test_claims_of_the_wrong_type_or_range_are_refused_as_malformed(claims):
+    assert refused(VALUE, _signed_by_hand(claims)) == IdentityReason.SIGNATURE_MALFORMED

@@ -82,11 +82,13 @@ def test_a_missing_file_is_refused_with_its_name(tmp_path):
         load_policy(tmp_path / "absent.yaml")
 
 
-def test_a_policy_naming_its_resolutions_by_their_former_name_means_the_same():
-    """``repairs:`` was the section's name before ``resolutions:``; a deployment's file that
-    still says so keeps its meaning and its version."""
+def test_a_policy_naming_its_resolutions_by_either_name_means_the_same_with_the_same_version():
+    """``repairs:`` was the section's name before ``resolutions:``: both read the same, and an
+    unchanged file keeps the version 0.1.0 gave it (decisions and capabilities name it)."""
     document = yaml.safe_load(EXAMPLE)
-    document["repairs"] = document.pop("resolutions")
-    former = parse_policy(yaml.safe_dump(document))
-    assert former.resolutions == parse_policy(EXAMPLE).resolutions != ()
-    assert former.version == parse_policy(EXAMPLE).version
+    assert "repairs" in document  # the shipped file keeps the name 0.1.0 pods can read
+    renamed = dict(document, resolutions=document["repairs"])
+    del renamed["repairs"]
+    new = parse_policy(yaml.safe_dump(renamed))
+    assert new.resolutions == parse_policy(EXAMPLE).resolutions != ()
+    assert new.version == parse_policy(EXAMPLE).version == "e386d42a4427fdae"  # 0.1.0's

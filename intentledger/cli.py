@@ -8,12 +8,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 import uuid
 
 from intentledger import __version__
 from shared.config import Settings
+
+
+SERVED = {
+    "relay": ("services.relay.main", "run_relay"),
+    "proposal-intake": ("services.proposal_intake.main", "run_intake"),
+    "policy": ("services.policy.main", "run_policy"),
+    "dispatcher": ("services.dispatcher.main", "run_dispatcher"),
+    "wallet": ("downstreams.wallet.main", "run_wallet"),
+    "warehouse": ("downstreams.warehouse.main", "run_warehouse"),
+    "query": ("services.query.main", "run_query"),
+    "projection": ("services.projection.main", "run_projection"),
+}
+"""What ``intentledger serve NAME`` runs: a composition root, imported only when served."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 
     serve = commands.add_parser("serve", help="run one service in the foreground")
-    serve.add_argument("service", choices=["relay", "proposal-intake", "policy",
-                                           "dispatcher", "wallet", "warehouse", "query",
-                                           "projection"])
+    serve.add_argument("service", choices=list(SERVED))
     serve.add_argument("--log-level", default="INFO")
 
     commands.add_parser("demo", help="the stack as real processes, an agent's proposals, a crash "
@@ -106,38 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         from shared.logs import configure_logging
 
         configure_logging(args.log_level, service=args.service)
-        if args.service == "relay":
-            from services.relay.main import run_relay
-
-            event_loop.run(run_relay(settings))
-        elif args.service == "proposal-intake":
-            from services.proposal_intake.main import run_intake
-
-            event_loop.run(run_intake(settings))
-        elif args.service == "policy":
-            from services.policy.main import run_policy
-
-            event_loop.run(run_policy(settings))
-        elif args.service == "dispatcher":
-            from services.dispatcher.main import run_dispatcher
-
-            event_loop.run(run_dispatcher(settings))
-        elif args.service == "wallet":
-            from downstreams.wallet.main import run_wallet
-
-            event_loop.run(run_wallet(settings))
-        elif args.service == "projection":
-            from services.projection.main import run_projection
-
-            event_loop.run(run_projection(settings))
-        elif args.service == "query":
-            from services.query.main import run_query
-
-            event_loop.run(run_query(settings))
-        else:
-            from downstreams.warehouse.main import run_warehouse
-
-            event_loop.run(run_warehouse(settings))
+        module, runner = SERVED[args.service]
+        event_loop.run(getattr(importlib.import_module(module), runner)(settings))
         return 0
     if args.command == "demo":
         import logging

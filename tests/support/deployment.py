@@ -141,3 +141,45 @@ def seconds(duration: str | int | float) -> float:
     if not parts or "".join(n + u for n, u in parts) != duration:
         raise ValueError(f"not a duration: {duration!r}")
     return sum(float(n) * units[u] for n, u in parts)
+
+
+def defaults(cls: type[BaseSettings]) -> BaseSettings:
+    """The code's defaults, whatever this shell exports."""
+    return cls.model_construct()
+
+
+@cache
+def example_tool_topics() -> frozenset[str]:
+    from shared.tools import load_registry
+
+    registry = load_registry(ROOT / "config" / "tools.example.yaml")
+    return frozenset(tool.topic for tool in registry.tools if tool.adapter == "kafka")
+
+
+@cache
+def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """Per consuming service, from its settings' defaults: (the topics it consumes, the topics
+    its outbox names; the dispatcher's include the example registry's tool topics)."""
+    from downstreams.wallet.settings import WalletSettings
+    from downstreams.warehouse.settings import WarehouseSettings
+    from services.dispatcher.settings import DispatcherSettings
+    from services.policy.settings import PolicySettings
+    from services.projection.settings import ProjectionSettings
+    from services.proposal_intake.settings import IntakeSettings
+
+    intake, policy = defaults(IntakeSettings), defaults(PolicySettings)
+    dispatcher, projection = defaults(DispatcherSettings), defaults(ProjectionSettings)
+    wallet, warehouse = defaults(WalletSettings), defaults(WarehouseSettings)
+    table = {
+        "proposal-intake": ({intake.proposals_topic}, {intake.results_topic, intake.intake_topic}),
+        "policy": ({policy.intake_topic, policy.approvals_topic}, {policy.authorizations_topic}),
+        "dispatcher": ({dispatcher.authorizations_topic, dispatcher.reply_topic,
+                        dispatcher.resolutions_topic},
+                       {dispatcher.dispatch_topic, dispatcher.effects_topic,
+                        *example_tool_topics()}),
+        "projection": (set(projection.ledger_topics), {projection.results_topic}),
+        "wallet": ({wallet.request_topic}, {wallet.reply_topic}),
+        "warehouse": ({warehouse.request_topic}, {warehouse.reply_topic}),
+    }
+    return {name: (frozenset(consumed), frozenset(emitted))
+            for name, (consumed, emitted) in table.items()}

@@ -1,7 +1,6 @@
 """Service processes run on uvloop (``shared.event_loop``), and the CLI's serve path uses it."""
 
 import asyncio
-import inspect
 
 from intentledger import cli
 from shared import event_loop
@@ -14,8 +13,19 @@ def test_a_service_coroutine_runs_on_uvloop():
     assert event_loop.run(loop_module()).startswith("uvloop")
 
 
-def test_every_serve_branch_starts_its_service_through_the_shared_runner():
-    source = inspect.getsource(cli.main)
-    serve = source[source.index('if args.command == "serve"'):source.index('if args.command == "demo"')]
-    assert serve.count("event_loop.run(") == 8
-    assert "asyncio.run(" not in serve
+def test_every_served_service_starts_through_the_shared_runner(monkeypatch):
+    """``intentledger serve NAME`` hands NAME's composition root to ``event_loop.run`` (uvloop),
+    never to ``asyncio.run``."""
+    started = []
+
+    def run(coroutine):
+        started.append(coroutine.__qualname__)
+        coroutine.close()  # built, not run: no infrastructure needed
+
+    monkeypatch.setattr(event_loop, "run", run)
+    monkeypatch.setattr(asyncio, "run", lambda *_: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr("shared.logs.configure_logging", lambda *_, **__: None)
+    for name, (_, runner) in cli.SERVED.items():
+        assert cli.main(["serve", name]) == 0
+        assert started[-1] == runner, name
+    assert len(started) == len(cli.SERVED) == 8

@@ -16,18 +16,15 @@ import yaml
 
 from services.dispatcher.settings import DispatcherSettings
 from services.policy.settings import PolicySettings
-from services.projection.settings import ProjectionSettings
 from services.proposal_intake.settings import IntakeSettings
 from services.relay.settings import RelaySettings
-from downstreams.wallet.settings import WalletSettings
-from downstreams.warehouse.settings import WarehouseSettings
 from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
-from shared.tools import load_registry
 from shared.topology import EFFECT_RECEIPTS
-from tests.support.deployment import cli_grammar, known_env_names
+from tests.support.deployment import (cli_grammar, consumers, defaults, example_tool_topics,
+                                      known_env_names)
 from tests.support.k8s import (K8S, KUBERNETES_VERSIONS, KUSTOMIZE_INSTALL, OVERLAYS, ROOT, acls,
                                containers, custom_resource_problems, env_of, kustomize_command,
                                of_kind, pod_templates, render, schema_problems, secret_references,
@@ -42,31 +39,11 @@ REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 HEALTH_PORT, QUERY_PORT = 8081, 8090
 
 
-def _tool_topics(registry_file: Path) -> set[str]:
-    return {tool.topic for tool in load_registry(registry_file).tools if tool.adapter == "kafka"}
-
-
-EXAMPLE_TOOL_TOPICS = _tool_topics(ROOT / "config" / "tools.example.yaml")
-
-
-def _defaults(cls):
-    return cls.model_construct()  # the code's defaults, whatever this shell exports
-
-
-_intake, _policy = _defaults(IntakeSettings), _defaults(PolicySettings)
-_dispatcher, _projection = _defaults(DispatcherSettings), _defaults(ProjectionSettings)
-_wallet, _warehouse = _defaults(WalletSettings), _defaults(WarehouseSettings)
-CONSUMERS: dict[str, tuple[set[str], set[str]]] = {
-    # consumer group (= service name): (topics it consumes, topics it emits through its outbox)
-    "proposal-intake": ({_intake.proposals_topic}, {_intake.results_topic, _intake.intake_topic}),
-    "policy": ({_policy.intake_topic, _policy.approvals_topic}, {_policy.authorizations_topic}),
-    "dispatcher": ({_dispatcher.authorizations_topic, _dispatcher.reply_topic,
-                    _dispatcher.resolutions_topic},
-                   {_dispatcher.dispatch_topic, _dispatcher.effects_topic, *EXAMPLE_TOOL_TOPICS}),
-    "projection": (set(_projection.ledger_topics), {_projection.results_topic}),
-    "wallet": ({_wallet.request_topic}, {_wallet.reply_topic}),
-    "warehouse": ({_warehouse.request_topic}, {_warehouse.reply_topic}),
-}
+EXAMPLE_TOOL_TOPICS = example_tool_topics()
+CONSUMERS = consumers()
+"""Per consuming service (its name is its main consumer group): (consumed, emitted) topics."""
+_intake, _policy = defaults(IntakeSettings), defaults(PolicySettings)
+_dispatcher = defaults(DispatcherSettings)
 OPERATOR_TOPICS = {_policy.approvals_topic, _dispatcher.resolutions_topic}
 """Published directly by people's commands (approve, reject, resolve), not through an outbox."""
 

@@ -11,30 +11,21 @@ import pytest
 import yaml
 
 from downstreams.wallet.routes import ROUTES as WALLET
-from downstreams.wallet.settings import WalletSettings
 from downstreams.warehouse.routes import ROUTES as WAREHOUSE
-from downstreams.warehouse.settings import WarehouseSettings
 from services.dispatcher.routes import PRIORITY
 from services.dispatcher.routes import ROUTES as DISPATCHER
-from services.dispatcher.settings import DispatcherSettings
 from services.policy.routes import ROUTES as POLICY
-from services.policy.settings import PolicySettings
 from services.projection.routes import ROUTES as PROJECTION
-from services.projection.settings import ProjectionSettings
 from services.proposal_intake.routes import ROUTES as INTAKE
-from services.proposal_intake.settings import IntakeSettings
 from shared import topology
 from shared.messaging.routes import Router
+from tests.support.deployment import consumers, example_tool_topics
 from tests.support.k8s import ROOT
 
 ROUTES = {"proposal-intake": INTAKE, "policy": POLICY, "dispatcher": DISPATCHER,
           "projection": PROJECTION, "wallet": WALLET, "warehouse": WAREHOUSE}
 LANES = {"dispatcher": PRIORITY}
 """Topics a service reads in its priority lane (``ConsumerService.priority``)."""
-
-
-def _defaults(cls):
-    return cls.model_construct()  # the code's defaults, whatever this shell exports
 
 
 def test_every_consuming_service_has_a_routing_table():
@@ -75,26 +66,12 @@ def test_a_router_binds_its_topics_to_their_configured_names():
 
 
 def test_the_settings_default_to_the_topology_names():
-    intake, policy = _defaults(IntakeSettings), _defaults(PolicySettings)
-    dispatcher, projection = _defaults(DispatcherSettings), _defaults(ProjectionSettings)
-    wallet, warehouse = _defaults(WalletSettings), _defaults(WarehouseSettings)
-    consumed = {
-        "proposal-intake": {intake.proposals_topic},
-        "policy": {policy.intake_topic, policy.approvals_topic},
-        "dispatcher": {dispatcher.authorizations_topic, dispatcher.reply_topic,
-                       dispatcher.resolutions_topic},
-        "projection": set(projection.ledger_topics),
-        "wallet": {wallet.request_topic}, "warehouse": {warehouse.request_topic}}
-    assert consumed == {service: set(routes) for service, routes in ROUTES.items()}
-    produced = {
-        "proposal-intake": {intake.results_topic, intake.intake_topic},
-        "policy": {policy.authorizations_topic},
-        "dispatcher": {dispatcher.dispatch_topic, dispatcher.effects_topic},
-        "projection": {projection.results_topic},
-        "wallet": {wallet.reply_topic}, "warehouse": {warehouse.reply_topic}}
-    for service, topics in produced.items():
+    tool_topics = example_tool_topics()
+    assert set(consumers()) == set(ROUTES)
+    for service, (consumed, emitted) in consumers().items():
+        assert consumed == set(ROUTES[service]), service
         declared = {topic.name for topic in topology.TOPICS if service in topic.producers}
-        assert declared - {topology.EFFECTS_WALLET, topology.EFFECTS_WAREHOUSE} == topics, service
+        assert declared - tool_topics == emitted - tool_topics, service
 
 
 def test_only_the_relay_people_agents_the_console_and_downstreams_write_to_kafka():

@@ -41,7 +41,7 @@ RUN groupadd --system --gid 10001 intentledger \
 COPY --from=builder /opt/venv /opt/venv
 COPY config/ /etc/intentledger/
 # The settings' defaults point into the source tree, which the image does not have: the example
-# tool registry and policy are named here (mount your own and set these to replace them).
+# tool registry, policy and principals are named here (mount your own and set these to replace them).
 # Health endpoints and the query API listen on every interface: a container's loopback is
 # unreachable; who may connect is the network's (compose, NetworkPolicy) decision.
 ENV PATH=/opt/venv/bin:$PATH \
@@ -49,6 +49,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     INTENTLEDGER_HOME=/home/intentledger/.intentledger \
     INTENTLEDGER_INTAKE_TOOLS_FILE=/etc/intentledger/tools.example.yaml \
+    INTENTLEDGER_INTAKE_PRINCIPALS_FILE=/etc/intentledger/principals.example.yaml \
     INTENTLEDGER_POLICY_TOOLS_FILE=/etc/intentledger/tools.example.yaml \
     INTENTLEDGER_POLICY_POLICY_FILE=/etc/intentledger/policy.example.yaml \
     INTENTLEDGER_DISPATCHER_TOOLS_FILE=/etc/intentledger/tools.example.yaml \

@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     propose.add_argument("--args", required=True, help="arguments as a JSON object")
     propose.add_argument("--tool-version")
     propose.add_argument("--key", help="caller-stated operation key")
+    propose.add_argument("--signing-key", metavar="FILE", help=(
+        "the principal's private JWK (default: $INTENTLEDGER_SIGNING_KEY or the file "
+        "$INTENTLEDGER_SIGNING_KEY_FILE names)"))
     propose.add_argument("--call-id", default="cli-1")
     propose.add_argument("--timeout", type=float, default=30.0)
 
@@ -155,7 +158,8 @@ async def _propose(settings: Settings, args: argparse.Namespace) -> int:
     from shared.client import ProposalClient
 
     async with ProposalClient(settings.endpoints.kafka_bootstrap, run_id=args.run,
-                              principal_id=args.principal, tenant_id=args.tenant) as client:
+                              principal_id=args.principal, tenant_id=args.tenant,
+                              signing_key=args.signing_key) as client:
         outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
                                        tool_version=args.tool_version, operation_key=args.key,
                                        timeout=args.timeout)
@@ -201,23 +205,19 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
 def _generate_key(kid: str, curve: str, out: str) -> int:
     """Writes the private key where only its owner reads it; prints what the principals file
     lists (the public half), for the platform team to add."""
-    import os
-
     import yaml
 
-    from shared.identity.signatures import generate_signing_key
+    from shared.identity.signatures import generate_signing_key, save_signing_key
 
     key = generate_signing_key(kid, curve)
     try:
-        descriptor = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        save_signing_key(key, out)
     except FileExistsError:
         print(f"intentledger: {out} exists; a key is never overwritten", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"intentledger: cannot write {out}: {error.strerror}", file=sys.stderr)
         return 1
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        json.dump(key.as_dict(private=True), file)
     print(yaml.safe_dump([{"kid": kid, "jwk": key.as_dict(private=False)}], sort_keys=False),
           end="")
     return 0

@@ -17,12 +17,13 @@ import pytest
 
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
-from tests.support import query_rows
+from tests.support import identities, query_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests start many service processes on this host: a health port exported in the shell would make
 # them collide (a test that wants the endpoints sets a free port for its own process).
 os.environ.pop("INTENTLEDGER_HEALTH_PORT", None)
+identities.local()  # every intake of the session, in this process or a child, verifies with it
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,11 @@
 """From a record on ``agent.proposals`` to intents and outcomes, in the consumer's transaction.
 
+Who sent a record is established first, from its signature (docs/identity.md): nothing in the
+value is trusted before the signature over its exact bytes verifies, and every call the record
+carries must then name the signer's principal and tenant. A record refused for its identity
+is answered like any refused message, to the run id its body names and without the tenant or
+principal it claims, so the answer tells a sender nothing about anyone else's runs.
+
 Every proposed call gets exactly one answer on ``agent.results``: accepted (a new intent, durable
 before the answer), duplicate (same operation key, same canonical arguments: the intent that
 exists), or rejected with a stable reason code. A record too broken to answer (not UTF-8, not
@@ -26,6 +32,9 @@ from services.proposal_intake.settings import IntakeSettings
 from shared.contracts.intake import IntakeReason
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
+from shared.identity.principals import PrincipalsWatcher
+from shared.identity.signatures import (HEADER, PROPOSAL as SIGNED_PROPOSAL, IdentityReason,
+                                        SignatureRefused, SignedBy, verify)
 from shared.tools import Rejection, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -47,24 +56,36 @@ class RawProposal:
     value: bytes
     traceparent: str | None = None
     """The agent's W3C trace context, from the record's ``traceparent`` header if it sent one."""
+    signatures: tuple[bytes, ...] = ()
+    """The record's ``intentledger-signature`` headers: one detached JWS over ``value``."""
 
 
 def decode_raw(record: ConsumerRecord) -> RawProposal:
     value = record.value or b""
-    traceparent = next((raw.decode(errors="replace") for name, raw in record.headers or ()
+    headers = record.headers or ()
+    traceparent = next((raw.decode(errors="replace") for name, raw in headers
                         if name == "traceparent"), None)
     return RawProposal(proposal_record_id(record.topic, record.partition, record.offset,
-                                          record.timestamp, value), value, traceparent)
+                                          record.timestamp, value), value, traceparent,
+                       tuple(raw for name, raw in headers if name == HEADER))
 
 
 class Intake:
-    def __init__(self, registry: ToolRegistry, settings: IntakeSettings) -> None:
+    def __init__(self, registry: ToolRegistry, settings: IntakeSettings,
+                 principals: PrincipalsWatcher) -> None:
         self._registry = registry
         self._settings = settings
+        self._principals = principals
 
     async def take(self, uow: UnitOfWork, raw: RawProposal) -> None:
         outcomes = Outcomes(uow, raw.event_id, results_topic=self._settings.results_topic,
                             intake_topic=self._settings.intake_topic)
+        try:
+            signed = self._signer(raw)
+        except SignatureRefused as refused:
+            _refuse_message(outcomes, _readable(raw.value, self._settings), refused.code,
+                            refused.message, ())
+            return
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:
@@ -75,8 +96,41 @@ class Intake:
         except ProposalRejection as rejection:
             _refuse_message(outcomes, document, rejection.code, rejection.message, rejection.call_ids)
             return
+        if (refusal := self._identity_refusal(signed, proposals)) is not None:
+            _refuse_message(outcomes, document, *refusal,
+                            tuple(proposal.provider_call_id for proposal in proposals))
+            return
         for proposal in proposals:
             await self._take(uow, outcomes, proposal)
+
+    def _signer(self, raw: RawProposal) -> SignedBy | None:
+        """Who signed the record; None for an unsigned record while some tenants accept
+        those (whether its tenant does is known only once its calls are read)."""
+        if not raw.signatures and self._settings.unsigned_tenants:
+            return None
+        if len(raw.signatures) > 1:  # which one would count is anybody's guess: none does
+            raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                                   f"{len(raw.signatures)} {HEADER} headers, one expected")
+        return verify(raw.value, raw.signatures[0] if raw.signatures else None,
+                      self._principals.current, use=SIGNED_PROPOSAL)
+
+    def _identity_refusal(self, signed: SignedBy | None, proposals: tuple[ToolCallProposal, ...]
+                          ) -> tuple[IdentityReason, str] | None:
+        """Every call must be the signer's own: its principal, for the tenant it signed for."""
+        for proposal in proposals:
+            if signed is None:
+                if proposal.tenant_id not in self._settings.unsigned_tenants:
+                    return (IdentityReason.SIGNATURE_MISSING,
+                            f"the record has no {HEADER} header")
+            elif proposal.principal_id != signed.principal_id:
+                return (IdentityReason.SIGNATURE_PRINCIPAL_MISMATCH,
+                        f"call {proposal.provider_call_id} names principal "
+                        f"{proposal.principal_id!r}, the record is signed by {signed.principal_id!r}")
+            elif proposal.tenant_id != signed.tenant_id:
+                return (IdentityReason.SIGNATURE_TENANT_MISMATCH,
+                        f"call {proposal.provider_call_id} names tenant {proposal.tenant_id!r}, "
+                        f"the record is signed for {signed.tenant_id!r}")
+        return None
 
     async def _take(self, uow: UnitOfWork, outcomes: Outcomes, proposal: ToolCallProposal) -> None:
         """Every call gets one answer: a bug or bad data in one call is refused as
@@ -141,6 +195,14 @@ class Intake:
 
 def _first(*values):
     return next((value for value in values if value is not None), None)
+
+
+def _readable(value: bytes, settings: IntakeSettings):
+    """The document of a record refused before it was read, for its reply address only."""
+    try:
+        return check(value, settings.limits)
+    except LimitViolation as violation:
+        return violation.document
 
 
 def _refuse_message(outcomes: Outcomes, document, code: str, message: str,

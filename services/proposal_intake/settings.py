@@ -29,6 +29,15 @@ class IntakeSettings(BaseSettings):
     tools_file: Path = Path(__file__).resolve().parents[2] / "config" / "tools.example.yaml"
     """The deployment's tool registry; a proposal for a tool not declared there is refused.
     The default is the example registry of the source tree; deployments set their own."""
+    principals_file: Path = Path(__file__).resolve().parents[2] / "config" / "principals.example.yaml"
+    """Who may propose, for which tenants, with which public keys (docs/identity.md); re-read
+    every ``principals_reload_interval_s``. The default is the example file, whose private keys
+    nobody has: until a deployment sets its own, no proposal verifies."""
+    principals_reload_interval_s: float = Field(default=5.0, gt=0)
+    unsigned_tenants: frozenset[str] = frozenset()
+    """DEVELOPMENT ONLY: tenants whose proposals may come unsigned, taking the principal named
+    in the body on trust (any Kafka user that can write the topic can then act for them).
+    Logged as a warning at start; a signed record is verified whatever its tenant."""
     default_max_calls: int = Field(default=100, ge=1)
     default_max_attempts: int = Field(default=5, ge=1)
     default_run_seconds: float = Field(default=3600.0, gt=0)

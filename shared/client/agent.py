@@ -1,5 +1,10 @@
 """Submitting proposals and waiting for their outcomes on ``agent.results``.
 
+Every record is signed (docs/identity.md): with the key given, else the one the environment
+names (``INTENTLEDGER_SIGNING_KEY``, a private JWK's JSON, or ``INTENTLEDGER_SIGNING_KEY_FILE``).
+Without a key records go unsigned, and the intake refuses them ``signature_missing`` unless the
+deployment accepts unsigned proposals for their tenant (local development only).
+
 The results consumer is positioned at the end of every partition *before* the proposal is
 sent, so no answer can slip past between sending and listening. An outcome that has not
 arrived by the timeout is reported as ``pending``, never guessed: the intake may still answer,
@@ -12,11 +17,14 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from shared.contracts.proposals import proposal_record_id
+from shared.identity.signatures import (HEADER, PROPOSAL, SigningKey, load_signing_key, sign,
+                                        signing_key_from_env)
 from shared.messaging.kafka_security import client_options
 from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS
 from shared.tracing import current_traceparent
@@ -35,10 +43,13 @@ class Outcome:
 
 
 class ProposalClient:
-    def __init__(self, bootstrap: str, *, run_id: str, principal_id: str, tenant_id: str) -> None:
+    def __init__(self, bootstrap: str, *, run_id: str, principal_id: str, tenant_id: str,
+                 signing_key: SigningKey | str | Path | None = None) -> None:
         self._bootstrap = bootstrap
         self._who = {"run_id": run_id, "principal_id": principal_id, "tenant_id": tenant_id}
         self._one_at_a_time = asyncio.Lock()
+        self._key = (load_signing_key(signing_key) if isinstance(signing_key, str | Path)
+                     else signing_key or signing_key_from_env())
 
     async def __aenter__(self) -> ProposalClient:
         self._producer = AIOKafkaProducer(**client_options(self._bootstrap), acks="all",
@@ -97,24 +108,33 @@ class ProposalClient:
 
         Answers are matched on the id of the record we sent (``proposal_id``), so a late
         answer to an earlier send that reused a call id is never taken for this one. One
-        submission at a time per client: they share the results consumer. The agent's trace
-        (the OpenTelemetry span in progress, if any) rides along in a ``traceparent`` header.
+        submission at a time per client: they share the results consumer. The record is signed
+        just before it is sent (the signature lives two minutes); the agent's trace (the
+        OpenTelemetry span in progress, if any) rides along in a ``traceparent`` header.
         """
         async with self._one_at_a_time:
             deadline = time.monotonic() + timeout
             value = json.dumps(self._who | message).encode()
             try:
                 async with asyncio.timeout(timeout):
-                    traceparent = current_traceparent()
                     sent = await self._producer.send_and_wait(
                         AGENT_PROPOSALS, value, key=self._who["run_id"].encode(),
-                        headers=[("traceparent", traceparent.encode())] if traceparent else None)
+                        headers=self._headers(value) or None)
             except TimeoutError:
                 return [Outcome(call_id, "pending") for call_id in call_ids]
             proposal_id = str(proposal_record_id(AGENT_PROPOSALS, sent.partition, sent.offset,
                                                  sent.timestamp, value))
             found = await self._await_outcomes(proposal_id, set(call_ids), deadline)
         return [found.get(call_id, Outcome(call_id, "pending")) for call_id in call_ids]
+
+    def _headers(self, value: bytes) -> list[tuple[str, bytes]]:
+        headers = []
+        if self._key is not None:
+            headers.append((HEADER, sign(value, self._key, principal_id=self._who["principal_id"],
+                                         tenant_id=self._who["tenant_id"], use=PROPOSAL).encode()))
+        if traceparent := current_traceparent():
+            headers.append(("traceparent", traceparent.encode()))
+        return headers
 
     async def _await_outcomes(self, proposal_id: str, call_ids: set[str],
                               deadline: float) -> dict[str, Outcome]:

@@ -16,6 +16,7 @@ All cryptography is joserfc's (RFC 7515, 7518, 8037); nothing here computes a si
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,6 +64,10 @@ class IdentityReason(StrEnum):
     SIGNATURE_LIFETIME_TOO_LONG = "signature_lifetime_too_long"
     SIGNATURE_FOR_ANOTHER_USE = "signature_for_another_use"
     TENANT_NOT_ALLOWED = "tenant_not_allowed_for_principal"
+    SIGNATURE_PRINCIPAL_MISMATCH = "signature_principal_mismatch"
+    """The record's body names another principal than the one that signed it."""
+    SIGNATURE_TENANT_MISMATCH = "signature_tenant_mismatch"
+    """The record's body names another tenant than the one its signature is for."""
 
 
 class SignatureRefused(Exception):
@@ -198,10 +203,39 @@ def _typ(use: str) -> str:
 
 def load_signing_key(source: str | Path) -> SigningKey:
     """A private JWK (with its ``kid``) from a file; what the SDK and the CLI sign with."""
-    document = json.loads(Path(source).read_text(encoding="utf-8"))
-    if "d" not in document:
-        raise ValueError(f"{source}: a public key; signing needs the private JWK")
+    return parse_signing_key(Path(source).read_text(encoding="utf-8"), str(source))
+
+
+def parse_signing_key(text: str, source: str = "the key") -> SigningKey:
+    """A private JWK from its JSON text (e.g. a Kubernetes Secret in an environment variable)."""
+    document = json.loads(text)
+    if not isinstance(document, dict) or "d" not in document:
+        raise ValueError(f"{source}: not a private JWK (signing needs its 'd')")
+    if not document.get("kid"):
+        raise ValueError(f"{source}: the JWK has no kid, so no principals file can name it")
     return (OKPKey if document.get("kty") == "OKP" else ECKey).import_key(document)
+
+
+SIGNING_KEY_ENV = "INTENTLEDGER_SIGNING_KEY"
+SIGNING_KEY_FILE_ENV = "INTENTLEDGER_SIGNING_KEY_FILE"
+
+
+def signing_key_from_env() -> SigningKey | None:
+    """The private JWK in ``INTENTLEDGER_SIGNING_KEY`` (its JSON), else in the file that
+    ``INTENTLEDGER_SIGNING_KEY_FILE`` names, else None."""
+    if text := os.environ.get(SIGNING_KEY_ENV):
+        return parse_signing_key(text, SIGNING_KEY_ENV)
+    if path := os.environ.get(SIGNING_KEY_FILE_ENV):
+        return load_signing_key(path)
+    return None
+
+
+def save_signing_key(key: SigningKey, path: str | Path) -> None:
+    """The private JWK written where only its owner reads it (mode 0600); never over an
+    existing file (FileExistsError): a key overwritten is a principal locked out."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        json.dump(key.as_dict(private=True), out)
 
 
 def generate_signing_key(kid: str, curve: str = "Ed25519") -> SigningKey:

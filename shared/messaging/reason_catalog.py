@@ -1,6 +1,7 @@
 """Every stable reason code an agent can meet, with where it comes from and what it means.
 
-The codes are the members of five enums: three in the order the intake checks a proposal,
+The codes are the members of six enums: four in the order the intake checks a proposal (who
+signed it, ``IdentityReason``, before anything in it is read),
 then the policy's (``PolicyReason``: why a call was denied or an approval did not count), then
 the dispatcher's (``DispatchReason``: why a call was not dispatched, failed or needs a person).
 ``RejectionCode`` documents its codes in its module's table, which is read from there;
@@ -18,10 +19,30 @@ from shared.contracts.proposals import ReasonCode
 from shared.contracts.intake import IntakeReason
 from shared.contracts.authorizations import PolicyReason
 from shared.contracts.dispatch import DispatchReason
+from shared.identity.signatures import CLOCK_SKEW_S, MAX_LIFETIME_S, IdentityReason
 from shared.tools import rejections
 from shared.tools.rejections import RejectionCode
 
 _DEAD = "dead-lettered with this code, never answered on agent.results"
+_IDENTITY_REASON = {
+    "signature_missing": "the record has no intentledger-signature header (and its tenant does "
+                         "not accept unsigned proposals)",
+    "signature_malformed": "the header is not one detached compact JWS with every claim of its "
+                           "type, or uses an algorithm other than Ed25519, EdDSA or ES256",
+    "signing_key_unknown": "no principal in the principals file has the signature's kid",
+    "signing_key_revoked": "the signing key was revoked before now",
+    "signing_key_not_valid": "now is outside the signing key's not_before / not_after",
+    "signature_invalid": "the signature does not hold over the record's exact bytes, or names "
+                         "another principal than the key's owner",
+    "signature_expired": f"now is more than {CLOCK_SKEW_S} s past the signature's exp",
+    "signature_not_yet_valid": f"the signature's iat is more than {CLOCK_SKEW_S} s ahead of now",
+    "signature_lifetime_too_long": f"exp - iat is more than {MAX_LIFETIME_S} s",
+    "signature_for_another_use": "the signature's typ is for another kind of record (an "
+                                 "approval's signature on a proposal)",
+    "tenant_not_allowed_for_principal": "the signer may not act for the tenant it signed for",
+    "signature_principal_mismatch": "a call in the record names another principal than the signer",
+    "signature_tenant_mismatch": "a call in the record names another tenant than the one signed for",
+}
 _REASON_CODE = {
     "too_large": f"the record exceeds the byte limit (256 KiB by default); {_DEAD}",
     "not_utf8": f"the record is not valid UTF-8; {_DEAD}",
@@ -139,6 +160,7 @@ _DISPATCH_REASON = {
 }
 
 SOURCES: tuple[tuple[type[StrEnum], dict[str, str]], ...] = (
+    (IdentityReason, _IDENTITY_REASON),
     (ReasonCode, _REASON_CODE),
     (RejectionCode, _documented_table(rejections.__doc__ or "")),
     (IntakeReason, _INTAKE_REASON),

@@ -12,7 +12,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from services.proposal_intake.main import run_intake
 from services.proposal_intake.repository import SCHEMA
 from shared.config import Endpoints
+from shared.identity.signatures import HEADER
 from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from tests.support.identities import signature
 from tests.support.services import running_service
 
 
@@ -22,13 +24,17 @@ def running_intake(endpoints: Endpoints):
         settings, stopping=stopping))
 
 
-async def send(bootstrap: str, *messages: dict | bytes, key: str = "agent") -> None:
+async def send(bootstrap: str, *messages: dict | bytes, key: str = "agent",
+               signed: bool = True, signer: tuple[str, str] | None = None) -> None:
+    """Each message as an agent sends it: signed by the principal and for the tenant its body
+    names (or ``signer``: principal, tenant), unless ``signed`` is False."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
         for message in messages:
             value = message if isinstance(message, bytes) else json.dumps(message).encode()
-            await producer.send_and_wait(AGENT_PROPOSALS, value, key=key.encode())
+            headers = [(HEADER, signature(value, *(signer or ())))] if signed else None
+            await producer.send_and_wait(AGENT_PROPOSALS, value, key=key.encode(), headers=headers)
     finally:
         await producer.stop()
 

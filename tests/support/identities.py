@@ -1,0 +1,69 @@
+"""The test session's principals and the keys that sign as them.
+
+The services under test require signatures, as their shipped settings do: the session makes a
+principals file and a key per principal (``shared.identity.local``) and points every intake it
+starts at it, through ``INTENTLEDGER_INTAKE_PRINCIPALS_FILE`` (service processes inherit it).
+``agent-7`` and ``globex-agent`` act for one tenant each, as in the example principals file,
+so that tests can attack the tenant binding; the other agents act for any tenant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from shared.identity.local import Identity, LocalIdentities
+from shared.identity.signatures import PROPOSAL, sign
+
+PRINCIPALS = (
+    Identity("agent-7", ("acme",)),
+    Identity("globex-agent", ("globex",)),
+    *(Identity(principal_id, ("*",)) for principal_id in (
+        "user-42", "u-1", "agent-8", "mallory", "user:4471", "user:9120", "svc:billing-agent",
+        "intern-3")),
+    Identity("finance:a", ("acme",), "person", ("approver",)),
+    Identity("finance:b", ("acme",), "person", ("approver",)),
+    Identity("operator:dana", ("*",), "person", ("operator",)),
+)
+DEFAULT_SIGNER = ("user-42", "acme")
+"""Who signs a record whose body names nobody readable (the tests' garbage)."""
+PRINCIPALS_ENV = "INTENTLEDGER_INTAKE_PRINCIPALS_FILE"
+
+
+@cache
+def local() -> LocalIdentities:
+    """The session's identities, made once per test process; a service process started by a
+    test finds the same file through the environment."""
+    if known := os.environ.get("INTENTLEDGER_TEST_IDENTITIES"):
+        return LocalIdentities(known)
+    identities = LocalIdentities(Path(tempfile.mkdtemp(prefix="intentledger-identities-")))
+    identities.ensure(PRINCIPALS)
+    os.environ["INTENTLEDGER_TEST_IDENTITIES"] = str(identities.directory)
+    os.environ[PRINCIPALS_ENV] = str(identities.principals_file)
+    return identities
+
+
+def signature(value: bytes, principal_id: str | None = None, tenant_id: str | None = None, *,
+              use: str = PROPOSAL, **options) -> bytes:
+    """A signature header for ``value``, by the principal and for the tenant the body names
+    unless given."""
+    body_principal, body_tenant = _named(value)
+    principal_id = principal_id or body_principal
+    return sign(value, local().signing_key(principal_id), principal_id=principal_id,
+                tenant_id=tenant_id or body_tenant, use=use, **options).encode()
+
+
+def _named(value: bytes) -> tuple[str, str]:
+    try:
+        body = json.loads(value)
+    except ValueError:
+        return DEFAULT_SIGNER
+    if not isinstance(body, dict):
+        return DEFAULT_SIGNER
+    principal, tenant = body.get("principal_id"), body.get("tenant_id")
+    usable = isinstance(principal, str) and principal in {p.principal_id for p in PRINCIPALS}
+    return (principal if usable else DEFAULT_SIGNER[0],
+            tenant if isinstance(tenant, str) and tenant else DEFAULT_SIGNER[1])

@@ -14,7 +14,12 @@ Run it (Kafka and PostgreSQL from ``intentledger infra up``, or set
 ``INTENTLEDGER_KAFKA_BOOTSTRAP`` and ``INTENTLEDGER_DATABASE_URL``; the intake and a relay must
 be running, e.g. ``intentledger serve proposal-intake`` and ``intentledger serve relay``)::
 
-    python examples/agent_openai.py --operation-key order-7:debit
+    python examples/agent_openai.py --operation-key order-7:debit --signing-key user-42.jwk
+
+Every record is signed with the principal's private key (``--signing-key``, or the
+``INTENTLEDGER_SIGNING_KEY_FILE`` environment variable): the intake believes the signature, not
+the ``principal_id`` in the JSON (docs/identity.md). Make one with ``intentledger keys
+generate`` and list its public half in the intake's principals file.
 
 Run it again with the same ``--run`` and ``--operation-key``: the debit is answered
 ``duplicate``, with the same intent id. The operation key is what makes a retried turn safe:
@@ -58,7 +63,7 @@ async def main(args: argparse.Namespace) -> int:
     bootstrap = Settings().endpoints.kafka_bootstrap
     message = assistant_turn(args.wallet, args.amount)
     async with ProposalClient(bootstrap, run_id=args.run, principal_id=args.principal,
-                              tenant_id=args.tenant) as client:
+                              tenant_id=args.tenant, signing_key=args.signing_key) as client:
         outcomes = await client.propose_openai_chat(
             message, operation_keys={"call_debit": args.operation_key}, timeout=args.timeout)
     print(f"run {args.run}")
@@ -77,6 +82,8 @@ def arguments() -> argparse.Namespace:
                         help="the debit's idempotency key (tenant-wide); default: a new one")
     parser.add_argument("--tenant", default="acme")
     parser.add_argument("--principal", default="user-42", help="on whose behalf the agent acts")
+    parser.add_argument("--signing-key", metavar="FILE", help=(
+        "the principal's private JWK; default: $INTENTLEDGER_SIGNING_KEY_FILE"))
     parser.add_argument("--wallet", default="w-1")
     parser.add_argument("--amount", default="12.50")
     parser.add_argument("--timeout", type=float, default=30.0,

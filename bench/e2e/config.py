@@ -39,6 +39,9 @@ class Config:
     profile_s: float
     baselines: bool
     quick: bool
+    unsigned: bool = False
+    """Proposals unsigned (the intake in development mode for the benchmark's tenant): the
+    baseline that signing and verifying are measured against."""
     latency_rate: int = HEADLINE_RATE
     latency_s: float = 60.0
 
@@ -80,6 +83,8 @@ def parse_config(argv: list[str] | None = None) -> Config:
     parser.add_argument("--baselines", dest="baselines", action="store_true", default=None,
                         help="measure the baselines and the peer (default: yes, unless --quick)")
     parser.add_argument("--no-baselines", dest="baselines", action="store_false")
+    parser.add_argument("--unsigned", action="store_true",
+                        help="send proposals unsigned, to measure what signatures cost")
     args = parser.parse_args(argv)
     rates = [int(r) for r in args.rates.split(",")] if args.rates else \
         list(QUICK_RATES if args.quick else FULL_RATES)
@@ -97,7 +102,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
         env=_parse_env(args.env), out=args.out, profile_rate=args.profile_rate,
         profile_s=args.profile_seconds,
         baselines=args.baselines if args.baselines is not None else not args.quick,
-        quick=args.quick, latency_rate=args.latency_rate,
+        quick=args.quick, unsigned=args.unsigned, latency_rate=args.latency_rate,
         latency_s=args.latency_seconds or step_s)
 
 

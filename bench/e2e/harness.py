@@ -16,7 +16,7 @@ from bench.e2e.correctness import check_correctness, consumer_totals
 from bench.e2e.hops import hop_latencies
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter
-from bench.e2e.names import RunNames
+from bench.e2e.names import PRINCIPAL, RunNames
 from bench.e2e.phases import Phases
 from bench.e2e.profiles import Profiler
 from bench.e2e.proposals import Proposals
@@ -60,13 +60,15 @@ class Bench:
             durability = await startup.durability(self.pool)
             await startup.seed_wallets(self.pool, self.names.wallet_ids)
             self._warn(await startup.leftovers(self.pool))
-            await startup.start_services(self.stack, self.config)
+            signers = startup.identities(self.settings)
+            await startup.start_services(self.stack, self.config, signers.principals_file)
             self.meter.add_stack(self.stack, self.settings)
             backlog = Backlog(self.endpoints.kafka_bootstrap)
             await backlog.start()
             quiet = Quiet(self.pool, backlog, self.names, self.proposals, self.config.drain_s)
             self._warn(await quiet.caught_up())
-            load = Load(self.config, self.names, self.proposals, self.endpoints.kafka_bootstrap)
+            load = Load(self.config, self.names, self.proposals, self.endpoints.kafka_bootstrap,
+                        None if self.config.unsigned else signers.signing_key(PRINCIPAL))
             await load.start()
             answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap)
             await answers.start(backlog)

@@ -14,6 +14,7 @@ from bench.e2e.config import Config
 from bench.e2e.names import PRINCIPAL, TENANT, RunNames
 from bench.e2e.proposals import Proposals
 from bench.e2e.steps import Step
+from shared.identity.signatures import HEADER, SigningKey, sign
 from shared.messaging.kafka_security import client_options
 from shared.topology import AGENT_PROPOSALS
 
@@ -23,8 +24,9 @@ TICK_S = 0.005
 
 class Load:
     def __init__(self, config: Config, names: RunNames, proposals: Proposals,
-                 bootstrap: str) -> None:
+                 bootstrap: str, signing_key: SigningKey | None) -> None:
         self.config = config
+        self.signing_key = signing_key
         self.names = names
         self.proposals = proposals
         self.bootstrap = bootstrap
@@ -65,7 +67,9 @@ class Load:
     async def _publish(self, step: Step) -> None:
         key, value = self._proposal(len(self.proposals))
         self.proposals.published(step.index)
-        sent = await self.producer.send(AGENT_PROPOSALS, value, key=key)
+        headers = [] if self.signing_key is None else [(HEADER, sign(
+            value, self.signing_key, principal_id=PRINCIPAL, tenant_id=TENANT).encode())]
+        sent = await self.producer.send(AGENT_PROPOSALS, value, key=key, headers=headers or None)
         sent.add_done_callback(self._sent)
 
     def _sent(self, future: asyncio.Future) -> None:

@@ -26,12 +26,15 @@ and has one refund)."""
 TERMINAL = frozenset(EXPECTED_DEBITS)
 
 
-def service_env(service: str, overrides: dict[str, dict[str, str]]) -> dict[str, str]:
-    """The environment of one service's processes: the benchmark's policy and tool registry, then
-    the ``--env`` settings given for that service."""
+def service_env(service: str, overrides: dict[str, dict[str, str]],
+                principals_file: Path | None = None) -> dict[str, str]:
+    """The environment of one service's processes: the benchmark's policy, tool registry and
+    principals (who signs its proposals), then the ``--env`` settings given for that service."""
     env: dict[str, str] = {}
     if service == "proposal-intake":
         env |= {"INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
+                **({"INTENTLEDGER_INTAKE_PRINCIPALS_FILE": str(principals_file)}
+                   if principals_file else {}),
                 # budgets are not what this measures: no run runs out of calls or attempts
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_CALLS": "100000",
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000"}

@@ -5,14 +5,18 @@ earlier run noted."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from bench.e2e.config import Config
+from bench.e2e.names import PRINCIPAL, TENANT
 from bench.e2e.pipeline import MOVING, SERVICES, service_env
 from intentledger.chaos.stack import Stack
 from downstreams.wallet.repository import open_wallet
+from shared.config import Settings
+from shared.identity.local import Identity, LocalIdentities
 
 OPENING_BALANCE_MINOR = 10**13
 """Every wallet of the run opens with this much: no debit is refused for want of funds."""
@@ -51,13 +55,25 @@ async def leftovers(pool: asyncpg.Pool) -> str | None:
     return None
 
 
-async def start_services(stack: Stack, config: Config) -> None:
+def identities(settings: Settings) -> LocalIdentities:
+    """The benchmark's principal, signing every proposal as a deployed agent does (signing and
+    verifying are part of what is measured)."""
+    local = LocalIdentities(settings.home / "identity" / "bench")
+    local.ensure([Identity(PRINCIPAL, (TENANT,))])
+    return local
+
+
+async def start_services(stack: Stack, config: Config, principals_file: Path) -> None:
     """Every service, then the extra replicas ``--replicas`` asks for."""
+    def env(service: str) -> dict[str, str]:
+        unsigned = {"INTENTLEDGER_INTAKE_UNSIGNED_TENANTS": f'["{TENANT}"]'} \
+            if config.unsigned and service == "proposal-intake" else {}
+        return service_env(service, config.env, principals_file) | unsigned
+
     # The relay first: the others' start-up (topics, migrations) needs nothing from it, but
     # starting six Python processes at once on two cores only makes each slower.
-    await stack.start("relay", service_env("relay", config.env))
-    await asyncio.gather(*(stack.start(service, service_env(service, config.env))
-                           for service in SERVICES[1:]))
+    await stack.start("relay", env("relay"))
+    await asyncio.gather(*(stack.start(service, env(service)) for service in SERVICES[1:]))
     for service, count in config.replicas.items():
         for _ in range(count - 1):
-            await stack.start(service, service_env(service, config.env))
+            await stack.start(service, env(service))

@@ -13,8 +13,9 @@ from shared.contracts.fault_protocol import FaultProtocol, Inject
 
 
 def service_env(protocol: FaultProtocol, protocol_path: Path, service: str,
-                armed: list[Inject]) -> dict[str, str]:
-    """Settings for ``service``; ``armed`` are the fault rules its process starts with."""
+                armed: list[Inject], principals_file: Path | None = None) -> dict[str, str]:
+    """Settings for ``service``; ``armed`` are the fault rules its process starts with;
+    ``principals_file`` lists who signs the protocol's proposals."""
     env: dict[str, str] = {}
     limits = protocol.limits
     policy, tools = (str((protocol_path.parent / name).resolve()) if name else None
@@ -22,7 +23,7 @@ def service_env(protocol: FaultProtocol, protocol_path: Path, service: str,
     if service == "proposal-intake":
         _set(env, "INTENTLEDGER_INTAKE_", DEFAULT_RUN_SECONDS=limits.run_seconds,
              DEFAULT_MAX_CALLS=limits.run_calls, DEFAULT_MAX_ATTEMPTS=limits.run_attempts,
-             TOOLS_FILE=tools)
+             TOOLS_FILE=tools, PRINCIPALS_FILE=principals_file)
     if service == "policy":
         # The policy reads amounts with the intake's registry.
         _set(env, "INTENTLEDGER_POLICY_", POLICY_FILE=policy)

@@ -25,6 +25,7 @@ from intentledger.chaos.positions import Positions
 from intentledger.chaos.quiescence import MOVING, wait_quiet
 from intentledger.chaos.stack import ServiceProcess
 from intentledger.chaos.stack import Stack
+from intentledger.chaos.signers import scenario_identities
 from intentledger.chaos.submit import Sent, publish_raw, send_turn, turns
 from services.projection.replay import replay
 from downstreams.wallet.repository import open_wallet
@@ -91,6 +92,8 @@ class Scenario:
         self.jitter = {f.id: seeded.uniform(0, f.when.jitter_s) if f.when.jitter_s else 0.0
                        for f in protocol.faults if not isinstance(f, Inject)}
         self.stack = Stack(endpoints, settings.logs_dir, protocol.name)
+        self.identities = scenario_identities(protocol, settings.home / "chaos" / protocol.name
+                                              / "identity")
         self.positions = Positions(endpoints.kafka_bootstrap)
         self.report = Report(protocol.name, str(path), protocol.guards, protocol.seed, self.nonce)
         self.records = {f.id: FaultRecord(f.id, f.kind) for f in protocol.faults}
@@ -187,7 +190,7 @@ class Scenario:
                                            f"proposal {turn[0].name}'s wait for its fault")
             timeout = max(self.deadline - time.monotonic(), 1.0)
             for sent in await send_turn(self.endpoints.kafka_bootstrap, self.run_ids[turn[0].run],
-                                        turn, timeout):
+                                        turn, timeout, self.identities):
                 self.sent[sent.proposal.name] = sent
                 if sent.outcome.status == "pending":
                     self.report.problems.append(f"proposal {sent.proposal.name} got no answer "
@@ -364,7 +367,8 @@ class Scenario:
                  if armed and (replica is None or replica.number == 1)
                  and self.records[rule.id].fired_at_s is None
                  and not (replica and self._fired_in_log(replica, rule))]
-        return service_env(self.protocol, self.path, service, rules)
+        return service_env(self.protocol, self.path, service, rules,
+                           self.identities.principals_file)
 
     def _subjects(self, placements: list[tuple[str, int, int]]) -> measured.Subjects:
         sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Outcome(

@@ -12,7 +12,9 @@ from aiokafka import AIOKafkaProducer
 
 from shared.client import ProposalClient
 from shared.client.agent import Outcome
-from shared.contracts.fault_protocol import Proposal, RawRecord
+from shared.contracts.fault_protocol import Proposal, RawRecord, Signer
+from shared.identity.local import LocalIdentities
+from shared.identity.signatures import HEADER, sign
 from shared.messaging.kafka_security import client_options
 
 
@@ -39,10 +41,29 @@ def turns(proposals: list[Proposal]) -> Iterator[list[Proposal]]:
             yield [p for p in proposals if p.message == proposal.message]
 
 
-async def send_turn(bootstrap: str, run_id: str, turn: list[Proposal], timeout: float) -> list[Sent]:
+class _Impostor(ProposalClient):
+    """Signs with another principal's key, for another tenant, than its records name."""
+
+    def __init__(self, *args, signed_as: Signer, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._signed_as = signed_as
+
+    def _headers(self, value: bytes) -> list[tuple[str, bytes]]:
+        return [(HEADER, sign(value, self._key, principal_id=self._signed_as.principal,
+                              tenant_id=self._signed_as.tenant).encode())]
+
+
+async def send_turn(bootstrap: str, run_id: str, turn: list[Proposal], timeout: float,
+                    identities: LocalIdentities) -> list[Sent]:
     first = turn[0]
-    async with ProposalClient(bootstrap, run_id=run_id, principal_id=first.principal,
-                              tenant_id=first.tenant) as agent:
+    signer = first.signed_as
+    client = ProposalClient(bootstrap, run_id=run_id, principal_id=first.principal,
+                            tenant_id=first.tenant,
+                            signing_key=identities.signing_key(first.principal)) if signer is None \
+        else _Impostor(bootstrap, run_id=run_id, principal_id=first.principal,
+                       tenant_id=first.tenant, signed_as=signer,
+                       signing_key=identities.signing_key(signer.principal))
+    async with client as agent:
         if first.format == "generic":
             outcomes = [await agent.propose(first.tool, first.arguments, call_id=_call_id(first),
                                             operation_key=first.operation_key, timeout=timeout)]

@@ -17,19 +17,21 @@ from shared.topology import LEDGER_APPROVALS
 from downstreams.wallet.repository import open_wallet
 from shared.client import ProposalClient
 from shared.config import Endpoints
+from shared.identity.local import LocalIdentities
 
 OVER_CAP = "520.00"
 """Above the example policy's 500.00 EUR cap for agent-7: two approvals needed."""
 
 
-async def authority_act(endpoints: Endpoints, pool: asyncpg.Pool) -> bool:
+async def authority_act(endpoints: Endpoints, pool: asyncpg.Pool,
+                        identities: LocalIdentities) -> bool:
     wallet_id = f"tenant/acme/w-demo-{uuid.uuid4().hex[:6]}"
     await open_wallet(pool, wallet_id, "EUR", 100_000)
-    denied = await _propose(endpoints, "intern-3", wallet_id, "10.00")
+    denied = await _propose(endpoints, identities, "intern-3", wallet_id, "10.00")
     decision = await _decision(pool, denied)
     print(f"intern-3: debit 10.00 EUR -> policy {decision['outcome']} ({decision['reason_code']}); "
           f"dispatcher calls: {await _dispatched(pool, denied)}")
-    gated = await _propose(endpoints, "agent-7", wallet_id, OVER_CAP)
+    gated = await _propose(endpoints, identities, "agent-7", wallet_id, OVER_CAP)
     decision = await _decision(pool, gated)
     print(f"agent-7:  debit {OVER_CAP} EUR -> policy {decision['outcome']} "
           f"(over the 500.00 cap: two people must approve)")
@@ -47,7 +49,8 @@ async def authority_act(endpoints: Endpoints, pool: asyncpg.Pool) -> bool:
             and state == "SUCCEEDED" and debits == 1)
 
 
-async def _propose(endpoints: Endpoints, principal: str, wallet_id: str, amount: str) -> str:
+async def _propose(endpoints: Endpoints, identities: LocalIdentities, principal: str,
+                   wallet_id: str, amount: str) -> str:
     """In OpenAI chat format, as a model's assistant message carries it; the call's id."""
     call_id = f"call_{uuid.uuid4().hex[:8]}"
     message = {"role": "assistant", "content": None, "tool_calls": [{
@@ -55,7 +58,8 @@ async def _propose(endpoints: Endpoints, principal: str, wallet_id: str, amount:
             "name": "wallet_debit",
             "arguments": f'{{"wallet_id": "{wallet_id}", "amount": "{amount}", "currency": "EUR"}}'}}]}
     async with ProposalClient(endpoints.kafka_bootstrap, run_id=f"demo-run-{uuid.uuid4().hex[:8]}",
-                              principal_id=principal, tenant_id="acme") as agent:
+                              principal_id=principal, tenant_id="acme",
+                              signing_key=identities.signing_key(principal)) as agent:
         [outcome] = await agent.propose_openai_chat(
             message, operation_keys={call_id: f"order-{uuid.uuid4().hex[:6]}:debit"}, timeout=60)
     return outcome.payload["logical_call_id"]

@@ -17,6 +17,7 @@ from downstreams.wallet.repository import open_wallet
 from shared import faults
 from shared.client import ProposalClient
 from shared.config import Endpoints
+from shared.identity.local import LocalIdentities
 
 WALLET_FAULTS = {"INTENTLEDGER_WALLET_FAULTS": "wallet.after_commit_drop_response=drop@1"}
 DISPATCHER_FAULTS = {"INTENTLEDGER_FAULTS": "dispatcher.after_send_before_record=exit@1"}
@@ -27,7 +28,7 @@ StartDispatcher = Callable[[dict[str, str]], Popen]
 
 
 async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
-                      start_dispatcher: StartDispatcher) -> bool:
+                      start_dispatcher: StartDispatcher, identities: LocalIdentities) -> bool:
     wallet_id = f"tenant/acme/w-demo-{uuid.uuid4().hex[:6]}"
     await open_wallet(pool, wallet_id, "EUR", 10_000)
     key = f"order-{uuid.uuid4().hex[:6]}:debit"
@@ -35,7 +36,8 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
           "the dispatcher will exit right after its first send (fault points, docs/design.md §6)")
     run_id = f"demo-run-{uuid.uuid4().hex[:8]}"
     async with ProposalClient(endpoints.kafka_bootstrap, run_id=run_id,
-                              principal_id="agent-7", tenant_id="acme") as agent:
+                              principal_id="agent-7", tenant_id="acme",
+                              signing_key=identities.signing_key("agent-7")) as agent:
         [outcome] = await agent.propose_openai_chat(
             {"role": "assistant", "content": None, "tool_calls": [{
                 "id": "call_crash_1", "type": "function", "function": {

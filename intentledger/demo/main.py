@@ -14,6 +14,7 @@ from intentledger.demo import console as demo_console
 from intentledger.demo.authority_act import authority_act
 from intentledger.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                            crash_story)
+from intentledger.demo.identities import PRINCIPALS, demo_identities
 from intentledger.demo.proposals import propose_act
 from shared.db.schemas import migrate_all
 from shared import infra
@@ -37,14 +38,19 @@ async def run_demo(settings: Settings) -> int:
     for schema, applied in (await migrate_all(settings)).items():
         print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
     await ensure_topics(endpoints.kafka_bootstrap, [TOPIC], partitions=4)
-    services = [_start_service(name, endpoints, settings) for name in ("relay", "proposal-intake",
-                                                                       "policy", "projection")]
-    services.append(_start_service("wallet", endpoints, settings, WALLET_FAULTS))
-    dying = _start_service("dispatcher", endpoints, settings, DISPATCHER_FAULTS | DISPATCHER_TUNING)
+    identities = demo_identities(settings)
+    signed = {"INTENTLEDGER_INTAKE_PRINCIPALS_FILE": str(identities.principals_file)}
+    print(f"identities: {', '.join(p.principal_id for p in PRINCIPALS)} "
+          f"(keys and principals file in {identities.directory})")
+    services = [_start_service(name, endpoints, settings, signed)
+                for name in ("relay", "proposal-intake", "policy", "projection")]
+    services.append(_start_service("wallet", endpoints, settings, signed | WALLET_FAULTS))
+    dying = _start_service("dispatcher", endpoints, settings,
+                           signed | DISPATCHER_FAULTS | DISPATCHER_TUNING)
     services.append(dying)
 
     def restart_dispatcher(env: dict[str, str]) -> subprocess.Popen:
-        services.append(_start_service("dispatcher", endpoints, settings, env))
+        services.append(_start_service("dispatcher", endpoints, settings, signed | env))
         return services[-1][1]
 
     pool = await open_pool(endpoints.database_url, application_name="intentledger-demo")
@@ -52,11 +58,11 @@ async def run_demo(settings: Settings) -> int:
         print("\n== 1. the backbone: state + outbox, relay, idempotent consumer")
         backbone_ok = await _round_trip(pool, endpoints) == 0
         print("\n== 2. an agent proposes a debit: accepted, duplicate, conflict")
-        intake_ok = await propose_act(endpoints)
+        intake_ok = await propose_act(endpoints, identities)
         print("\n== 3. the crash after the debit: committed, answer lost, dispatcher dead")
-        story_ok = await crash_story(endpoints, pool, dying[1], restart_dispatcher)
+        story_ok = await crash_story(endpoints, pool, dying[1], restart_dispatcher, identities)
         print("\n== 4. authority at dispatch: a denied agent, a debit two people must approve")
-        authority_ok = await authority_act(endpoints, pool)
+        authority_ok = await authority_act(endpoints, pool, identities)
     finally:
         await pool.close()
         for name, process in services:

@@ -1,4 +1,5 @@
-"""The demo's second act: an agent proposes a wallet debit three times through the SDK."""
+"""The demo's second act: an agent proposes a wallet debit three times through the SDK, each
+record signed with its key."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import uuid
 
 from shared.client import ProposalClient
 from shared.config import Endpoints
+from shared.identity.local import LocalIdentities
 
 
-async def propose_act(endpoints: Endpoints) -> bool:
+async def propose_act(endpoints: Endpoints, identities: LocalIdentities) -> bool:
     run = f"demo-run-{uuid.uuid4().hex[:8]}"
     key = f"order-{uuid.uuid4().hex[:6]}:debit"
     async with ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id="user-42",
-                              tenant_id="acme") as agent:
+                              tenant_id="acme", signing_key=identities.signing_key("user-42")) as agent:
         first = await agent.propose("wallet.debit", {"wallet_id": "w-1", "amount": "40.00",
                                                      "currency": "EUR"},
                                     call_id="call-1", operation_key=key, timeout=60)

@@ -79,6 +79,11 @@ class CallReached(_Strict):
         return self
 
 
+class Signer(_Strict):
+    principal: str
+    tenant: str
+
+
 class Proposal(_Strict):
     """One tool call as an agent proposes it. Turns are sent in file order, each once the
     intake answered the one before (and ``after`` held)."""
@@ -89,6 +94,10 @@ class Proposal(_Strict):
         "The run it belongs to, by name; the run id is new per execution."))
     principal: str = "agent-7"
     tenant: str = "acme"
+    signed_as: Signer | None = Field(default=None, description=(
+        "Sign the record as this principal, for this tenant, instead of as the principal and "
+        "tenant the body names: an agent impersonating another (the stack knows the signer "
+        "only for the tenants of the proposals it honestly signs)."))
     format: Literal["generic", "openai.chat", "openai.responses", "anthropic"] = "generic"
     message: Name | None = Field(default=None, description=(
         "Proposals naming the same message are sent as one model turn (parallel tool calls); "

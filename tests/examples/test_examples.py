@@ -18,12 +18,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from shared.config import Endpoints
 from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED, EFFECT_REQUESTED
 from shared.messaging.envelope import Envelope
 from shared.tools import load_registry
 from shared.operator.publish import publish
+from shared.identity.principals import parse_principals
+from shared.identity.signatures import SignatureRefused, generate_signing_key, verify
+from tests.support.identities import local
 from tests.support.intake import new_run, running_intake
 from tests.support.kafka import committed, create_topic, read_topic, unique_topic
 
@@ -59,7 +63,8 @@ def answers_of(stdout: str) -> dict[str, list[str]]:
 @infra
 async def test_the_openai_agent_is_accepted_then_duplicate_under_the_same_key(endpoints, pool):
     run, key = new_run(), f"{uuid.uuid4().hex[:12]}:debit"
-    command = (example("agent_openai.py"), "--run", run, "--operation-key", key)
+    command = (example("agent_openai.py"), "--run", run, "--operation-key", key,
+               "--signing-key", str(local().key_file("user-42")))
     async with running_intake(endpoints):
         first = await run_example(endpoints, *command)
         again = await run_example(endpoints, *command)
@@ -167,3 +172,46 @@ def test_the_downstream_services_registry_entry_loads(tmp_path):
     registry.write_text("tools:\n" + textwrap.indent(textwrap.dedent(entry), "  "))
     [tool] = load_registry(registry).tools
     assert (tool.name, tool.topic) == ("credits.grant", "effects.credits")
+
+
+# sign_proposal.mjs and propose_kcat.sh
+
+@pytest.mark.parametrize("curve", ["Ed25519", "P-256"])
+def test_the_node_signer_makes_a_signature_the_intake_verifies(curve, tmp_path):
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    key = generate_signing_key("node-example", curve)
+    (tmp_path / "key.jwk").write_text(json.dumps(key.as_dict(private=True)))
+    principals = parse_principals(yaml.safe_dump({"principals": [{
+        "id": "agent-7", "kind": "agent", "tenants": ["acme"],
+        "keys": [{"kid": "node-example", "jwk": key.as_dict(private=False)}]}]}))
+    value = json.dumps({"format": "generic", "note": "ünïcode bytes"}).encode()
+    signed = subprocess.run(["node", example("sign_proposal.mjs"), str(tmp_path / "key.jwk"),
+                             "agent-7", "acme"], input=value, capture_output=True, timeout=30)
+    assert signed.returncode == 0, signed.stderr
+    token = signed.stdout.strip()
+    assert verify(value, token, principals).principal_id == "agent-7"
+    with pytest.raises(SignatureRefused) as refused:
+        verify(value.replace(b"bytes", b"BYTES"), token, principals)
+    assert refused.value.code == "signature_invalid"
+
+
+@infra
+async def test_a_kcat_agent_signed_by_node_is_accepted_and_an_impostor_refused(endpoints, pool):
+    if shutil.which("kcat") is None or shutil.which("node") is None:
+        pytest.skip("kcat or node is not installed (Debian/Ubuntu: apt-get install kcat nodejs)")
+    honest, impostor = new_run(), new_run()
+    key = str(local().key_file("globex-agent"))
+    async with running_intake(endpoints):
+        accepted = await run_example(endpoints, example("propose_kcat.sh"), "-k", key,
+                                     "-p", "globex-agent", "-t", "globex", "-r", honest,
+                                     "-o", f"{honest}:debit")
+        refused = await run_example(endpoints, example("propose_kcat.sh"), "-k", key,
+                                    "-p", "agent-7", "-t", "acme", "-r", impostor,
+                                    "-o", f"{impostor}:debit")
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["payload"]["outcome"] == "accepted"
+    # globex's key, signing as agent-7 for acme: the key is not agent-7's
+    assert json.loads(refused.stdout)["payload"]["reason_code"] == "signature_invalid"
+    assert await pool.fetchval("SELECT count(*) FROM proposal_intake.logical_calls "
+                               "WHERE run_id = $1", impostor) == 0

@@ -203,7 +203,7 @@ def _typ(use: str) -> str:
 
 def load_signing_key(source: str | Path) -> SigningKey:
     """A private JWK (with its ``kid``) from a file; what the SDK and the CLI sign with."""
-    return parse_signing_key(Path(source).read_text(encoding="utf-8"), str(source))
+    return parse_signing_key(Path(source).expanduser().read_text(encoding="utf-8"), str(source))
 
 
 def parse_signing_key(text: str, source: str = "the key") -> SigningKey:

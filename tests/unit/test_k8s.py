@@ -150,8 +150,9 @@ def test_every_topic_in_code_and_in_the_registry_has_a_kafka_topic(objects):
     assert topics <= code_topics() | tool_topics, "a KafkaTopic no code or registry names"
 
 
-def test_the_shipped_registry_and_policy_are_the_examples():
-    for shipped, example in (("tools.yaml", "tools.example.yaml"), ("policy.yaml", "policy.example.yaml")):
+def test_the_shipped_registry_policy_and_principals_are_the_examples():
+    for shipped, example in (("tools.yaml", "tools.example.yaml"), ("policy.yaml", "policy.example.yaml"),
+                             ("principals.yaml", "principals.example.yaml")):
         assert (K8S / "base" / "config" / shipped).read_text() == (ROOT / "config" / example).read_text()
 
 

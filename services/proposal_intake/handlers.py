@@ -3,8 +3,9 @@
 Who sent a record is established first, from its signature (docs/identity.md): nothing in the
 value is trusted before the signature over its exact bytes verifies, and every call the record
 carries must then name the signer's principal and tenant. A record refused for its identity
-is answered like any refused message, to the run id its body names and without the tenant or
-principal it claims, so the answer tells a sender nothing about anyone else's runs.
+is answered on ``agent.results`` like any refused message (to the run id its body names,
+without the tenant or principal it claims) but never reaches ``ledger.intake``: a sender we
+could not identify writes nothing into anyone's run history.
 
 Every proposed call gets exactly one answer on ``agent.results``: accepted (a new intent, durable
 before the answer), duplicate (same operation key, same canonical arguments: the intent that
@@ -84,7 +85,7 @@ class Intake:
             signed = self._signer(raw)
         except SignatureRefused as refused:
             _refuse_message(outcomes, _readable(raw.value, self._settings), refused.code,
-                            refused.message, ())
+                            refused.message, (), identified=False)
             return
         try:
             document = check(raw.value, self._settings.limits)
@@ -98,7 +99,8 @@ class Intake:
             return
         if (refusal := self._identity_refusal(signed, proposals)) is not None:
             _refuse_message(outcomes, document, *refusal,
-                            tuple(proposal.provider_call_id for proposal in proposals))
+                            tuple(proposal.provider_call_id for proposal in proposals),
+                            identified=False)
             return
         for proposal in proposals:
             await self._take(uow, outcomes, proposal)
@@ -206,13 +208,14 @@ def _readable(value: bytes, settings: IntakeSettings):
 
 
 def _refuse_message(outcomes: Outcomes, document, code: str, message: str,
-                    call_ids: tuple[str, ...]) -> None:
+                    call_ids: tuple[str, ...], *, identified: bool = True) -> None:
     """A message is refused whole, so every call it carries is answered, not only the ones
     the reason names (a call left unanswered would leave its agent waiting for ever)."""
     address = reply_address(document) if document is not None else None
     if address is None:
         raise PermanentError(f"unanswerable proposal ({code}): {message}")
-    outcomes.rejected_message(address.run_id, address.call_ids or call_ids, code, message)
+    outcomes.rejected_message(address.run_id, address.call_ids or call_ids, code, message,
+                              identified=identified)
 
 
 async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:

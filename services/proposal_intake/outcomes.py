@@ -48,13 +48,16 @@ class Outcomes:
         self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, payload)
 
     def rejected_message(self, run_id: str, call_ids: tuple[str, ...] | list[str], code: str,
-                         message: str) -> None:
-        """A whole message refused before its calls could be read: one answer per call id."""
+                         message: str, *, identified: bool = True) -> None:
+        """A whole message refused before its calls could be read: one answer per call id.
+        A sender that could not be ``identified`` is answered (its agent learns why, by the
+        record's ``proposal_id``) but writes nothing into the ledger: whoever it is, it puts no
+        event into the history of the run its body names."""
         for call_id in list(call_ids) or [None]:
             payload = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
                                       proposal_id=self._proposal_id, reason_code=str(code),
                                       message=message).model_dump(mode="json")
-            self._emit(PROPOSAL_REJECTED, run_id, payload, payload)
+            self._emit(PROPOSAL_REJECTED, run_id, payload, payload if identified else None)
 
     def _about(self, proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
         return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
@@ -62,11 +65,12 @@ class Outcomes:
                                provider=proposal.provider, tenant_id=proposal.tenant_id,
                                principal_id=proposal.principal_id, **fields)
 
-    def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict) -> None:
+    def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict | None) -> None:
         self._uow.emit(self._results_topic, Envelope.new(
             event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_agent))
-        self._uow.emit(self._intake_topic, Envelope.new(
-            event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_ledger))
+        if for_ledger is not None:
+            self._uow.emit(self._intake_topic, Envelope.new(
+                event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_ledger))
 
 
 def _named(named: Named) -> dict:

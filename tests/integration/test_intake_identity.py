@@ -13,7 +13,7 @@ from joserfc import jws
 
 from services.proposal_intake.repository import SCHEMA
 from shared.identity.signatures import _REGISTRY, APPROVAL, HEADER, PROPOSAL, _typ, sign
-from shared.topology import AGENT_PROPOSALS
+from shared.topology import AGENT_PROPOSALS, LEDGER_INTAKE
 from tests.support.identities import local, signature
 from tests.support.intake import answers, generic, new_run, running_intake, send
 
@@ -41,12 +41,15 @@ async def test_an_agent_of_globex_cannot_act_for_acme_however_it_signs(pool, end
                    signer=("globex-agent", "globex"))
         await send(endpoints.kafka_bootstrap, claims_acme, signer=("globex-agent", "acme"))
         replies = await _answers(endpoints, run, 3)
+        in_the_ledger = await answers(endpoints.kafka_bootstrap, run, 1, topic=LEDGER_INTAKE,
+                                      timeout=3)
     assert {call: (r["outcome"], r["reason_code"]) for call, r in replies.items()} == {
         "as-acme-agent": ("rejected", "signature_principal_mismatch"),
         "own-name-acme": ("rejected", "signature_tenant_mismatch"),
         "claims-acme": ("rejected", "tenant_not_allowed_for_principal")}
     assert all(r["tenant_id"] is None and r["principal_id"] is None for r in replies.values()), \
         "a refusal never repeats the identity the record claimed"
+    assert in_the_ledger == [], "an unidentified sender writes nothing into acme's run history"
     assert await _intents(pool, run) == 0
 
 

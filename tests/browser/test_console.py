@@ -19,6 +19,7 @@ from playwright.async_api import expect
 from services.query.console.settings import ConsoleSettings, ConsoleUser
 from shared import faults
 from tests.browser.conftest import screenshot
+from tests.support.identities import fresh_principal
 from tests.support.dispatch import call_row, settled
 from tests.support.pipeline import answer, debit, names, propose
 from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
@@ -48,7 +49,7 @@ async def sign_in(page, url: str, token: str = TOKEN) -> None:
 async def test_an_operator_finds_the_stuck_run_reads_its_timeline_and_resolves_it(
         stage, pool, endpoints, page):
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
     stage.write_policy({**POLICY, "resolutions": RESOLUTIONS})

@@ -25,6 +25,7 @@ from shared.db.schemas import migrate_service
 from services.relay.main import run_relay
 from services.relay.settings import RelaySettings
 from shared.config import Settings
+from tests.support.identities import fresh_principal
 from tests.support.dispatch import (Stage, attempts, call_row, park_other_tests_calls,
                                     running_wallet_on, settled)
 from tests.support.kafka import read_topic
@@ -85,7 +86,7 @@ async def pipeline(stage: Stage) -> AsyncIterator[None]:
 
 async def test_an_agents_debit_is_authorized_applied_once_and_audited(stage, pool):
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     version = stage.write_policy(policy(CAPPED))  # the fixture's policy: its version
     wallet_id = await new_wallet(pool, 10_000)
     async with pipeline(stage):
@@ -127,7 +128,7 @@ async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
     stage.write_policy(policy(CAPPED))
     wallet_id = await new_wallet(pool, 10_000)
     async with pipeline(stage):
-        await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "10.00", call_id="call-t",
+        await propose(stage, debit(run_id, fresh_principal(), wallet_id, "10.00", call_id="call-t",
                                    key="order-t"), traceparent=f"00-{trace_id}-{'ab' * 8}-01")
         [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=1)
         call = uuid.UUID(json.loads(record.value)["payload"]["logical_call_id"])
@@ -146,7 +147,7 @@ async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
 
 async def test_proposals_the_intake_refuses_are_never_dispatched(stage, pool):
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     paid, invalid, unknown = [await new_wallet(pool, 10_000) for _ in range(3)]
     async with pipeline(stage):
         await propose(
@@ -182,12 +183,12 @@ async def test_proposals_the_intake_refuses_are_never_dispatched(stage, pool):
 async def test_calls_the_policy_denies_are_never_dispatched(stage, pool):
     blocked_run, tag = names()
     capped_run, _ = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     blocked_wallet, capped_wallet = await new_wallet(pool, 10_000), await new_wallet(pool, 10_000)
     async with pipeline(stage):
         await propose(
             stage,
-            debit(blocked_run, f"blocked-{tag}", blocked_wallet, "10.00", call_id="c-1", key="k"),
+            debit(blocked_run, fresh_principal("blocked"), blocked_wallet, "10.00", call_id="c-1", key="k"),
             debit(capped_run, principal, capped_wallet, "50.01", call_id="c-over", key="over"),
             debit(capped_run, principal, capped_wallet, "50.00", call_id="c-at-cap", key="at-cap"))
         blocked = (await answer(pool, stage, blocked_run, "c-1"))["payload"]
@@ -211,7 +212,7 @@ async def test_calls_the_policy_denies_are_never_dispatched(stage, pool):
 
 async def test_a_call_needing_approval_waits_for_a_valid_one_then_is_dispatched_once(stage, pool):
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     stage.write_policy(policy(APPROVED))
     wallet_id = await new_wallet(pool, 10_000)
     async with pipeline(stage):
@@ -244,7 +245,7 @@ async def test_the_same_proposal_sent_again_is_one_intent_and_one_debit(stage, p
     """Sent again while the first is in flight, and again once it has succeeded (an agent
     regenerating its turn after a restart): same key, same arguments, a new provider call id."""
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     wallet_id = await new_wallet(pool, 10_000)
     first = debit(run_id, principal, wallet_id, "12.50", call_id="call-1", key="order-9")
     async with pipeline(stage):

@@ -15,6 +15,7 @@ import pytest
 from shared.operator.resolve import ResolutionRequest, resolve
 from services.projection.replay import replay
 from shared import faults
+from tests.support.identities import fresh_principal
 from tests.support.dispatch import attempts, call_row, settled
 from tests.support.kafka import read_topic
 from tests.support.pipeline import answer, debit, names, propose
@@ -32,7 +33,7 @@ async def stage(pool, endpoints, tmp_path):
 
 async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wallet(stage, pool):
     run_id, tag = names()
-    principal = f"agent-{tag}"
+    principal = fresh_principal()
     wallet_id = await new_wallet(pool, 10_000)
     async with pipeline(stage):
         await propose(stage, debit(run_id, principal, wallet_id, "40.00", call_id="call-1",
@@ -79,7 +80,7 @@ async def test_a_resolved_call_lets_its_run_complete_with_the_evidence_in_its_ti
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
     stage.write_policy({**POLICY, "resolutions": RESOLUTIONS})
     async with pipeline(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
-        await propose(stage, debit(run_id, f"agent-{tag}", wallet_id, "25.00", call_id="call-r",
+        await propose(stage, debit(run_id, fresh_principal(), wallet_id, "25.00", call_id="call-r",
                                    key="order-r"))
         call_id = uuid.UUID((await answer(pool, stage, run_id, "call-r"))["payload"]["logical_call_id"])
         assert await settled(pool, call_id) == "MANUAL_REVIEW"

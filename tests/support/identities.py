@@ -12,13 +12,21 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from functools import cache
 from pathlib import Path
 
 from shared.identity.local import Identity, LocalIdentities
 from shared.identity.signatures import PROPOSAL, sign
 
+SESSION = uuid.uuid4().hex[:6]
+FRESH = {prefix: tuple(f"{prefix}-{SESSION}-{n}" for n in range(32)) for prefix in ("agent", "blocked")}
+"""Principals of one test each (policy limits count per principal), by the prefix policies
+match them with: the intake knows only the principals its file listed when it started, so they
+are listed beforehand, named per session so that a rerun on the same database starts with
+empty rate windows."""
 PRINCIPALS = (
+    *(Identity(principal_id, ("*",)) for named in FRESH.values() for principal_id in named),
     Identity("agent-7", ("acme",)),
     Identity("globex-agent", ("globex",)),
     *(Identity(principal_id, ("*",)) for principal_id in (
@@ -31,6 +39,17 @@ PRINCIPALS = (
 DEFAULT_SIGNER = ("user-42", "acme")
 """Who signs a record whose body names nobody readable (the tests' garbage)."""
 PRINCIPALS_ENV = "INTENTLEDGER_INTAKE_PRINCIPALS_FILE"
+
+
+_unused = {prefix: iter(named) for prefix, named in FRESH.items()}
+
+
+def fresh_principal(prefix: str = "agent") -> str:
+    """A principal no other test of this session proposes as, named ``<prefix>-…``."""
+    try:
+        return next(_unused[prefix])
+    except StopIteration:
+        raise RuntimeError(f"every FRESH[{prefix!r}] principal is taken: list more") from None
 
 
 @cache

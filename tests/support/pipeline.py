@@ -10,6 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 from aiokafka import AIOKafkaProducer
 
+from shared.identity.signatures import HEADER
+from tests.support.identities import signature
+
 from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.messaging.envelope import Envelope
 from shared.operator.publish import publish
@@ -34,16 +37,17 @@ def debit(run_id: str, principal: str, wallet_id: str, amount: str, *, call_id: 
 
 
 async def propose(stage: Stage, *messages: dict, traceparent: str | None = None) -> None:
-    """Raw JSON on the proposals topic, as an agent without our SDK sends it; ``traceparent``
-    is the agent's W3C trace context, sent as a record header."""
+    """Raw JSON on the proposals topic, as an agent without our SDK sends it, signed by the
+    principal it names; ``traceparent`` is the agent's W3C trace context, a record header."""
     producer = AIOKafkaProducer(bootstrap_servers=stage.endpoints.kafka_bootstrap, acks="all",
                                 enable_idempotence=True)
-    headers = [("traceparent", traceparent.encode())] if traceparent else None
+    traced = [("traceparent", traceparent.encode())] if traceparent else []
     await producer.start()
     try:
         for message in messages:
-            await producer.send_and_wait(stage.proposals, json.dumps(message).encode(),
-                                         key=message["run_id"].encode(), headers=headers)
+            value = json.dumps(message).encode()
+            await producer.send_and_wait(stage.proposals, value, key=message["run_id"].encode(),
+                                         headers=[(HEADER, signature(value)), *traced])
     finally:
         await producer.stop()
 

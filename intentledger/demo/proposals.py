@@ -13,6 +13,8 @@ from shared.identity.local import LocalIdentities
 async def propose_act(endpoints: Endpoints, identities: LocalIdentities) -> bool:
     run = f"demo-run-{uuid.uuid4().hex[:8]}"
     key = f"order-{uuid.uuid4().hex[:6]}:debit"
+    key_id = identities.signing_key("user-42").kid
+    print(f"agent: user-42 signs every record with key {key_id} (the intake refuses unsigned ones)")
     async with ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id="user-42",
                               tenant_id="acme", signing_key=identities.signing_key("user-42")) as agent:
         first = await agent.propose("wallet.debit", {"wallet_id": "w-1", "amount": "40.00",

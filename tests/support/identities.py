@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -86,3 +87,14 @@ def _named(value: bytes) -> tuple[str, str]:
     usable = isinstance(principal, str) and principal in {p.principal_id for p in PRINCIPALS}
     return (principal if usable else DEFAULT_SIGNER[0],
             tenant if isinstance(tenant, str) and tenant else DEFAULT_SIGNER[1])
+
+
+@dataclass(frozen=True)
+class Posing(Signer):
+    """Signs as ``principal_id`` a record naming ``named``: the forgery services must refuse."""
+
+    named: str = ""
+
+    @property
+    def acting(self) -> str:
+        return self.named

@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 
 from services.query.settings import QuerySettings
+from intentledger.demo import people
 from shared.config import Endpoints, Settings
 from shared.infra import processes
 from shared.infra.ports import choose
@@ -49,7 +50,8 @@ async def start(settings: Settings, endpoints: Endpoints) -> DemoConsole:
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url,
            "INTENTLEDGER_QUERY_PORT": str(port), "INTENTLEDGER_QUERY_HOST": query.host,
            "INTENTLEDGER_CONSOLE_TOKENS": json.dumps({token: {"id": OPERATOR_ID, "tenant": "*"}}),
-           "INTENTLEDGER_QUERY_API_KEYS": json.dumps({**query.api_keys, token: "*"})}
+           "INTENTLEDGER_QUERY_API_KEYS": json.dumps({**query.api_keys, token: "*"}),
+           **people.verifier_env(settings)}
     env.pop("INTENTLEDGER_HEALTH_PORT", None)
     pid = processes.spawn([sys.executable, "-m", "intentledger.cli", "serve", "query"],
                           settings.logs_dir / "console.log", env=env)

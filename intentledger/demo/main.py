@@ -10,7 +10,7 @@ import subprocess
 import sys
 import uuid
 
-from intentledger.demo import console as demo_console
+from intentledger.demo import console as demo_console, people
 from intentledger.demo.authority_act import authority_act
 from intentledger.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                            crash_story)
@@ -132,7 +132,8 @@ def _start_service(name: str, endpoints: Endpoints, settings: Settings,
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"demo-{name}.log"
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-           "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **(extra_env or {})}
+           "INTENTLEDGER_DATABASE_URL": endpoints.database_url,
+           **people.verifier_env(settings), **(extra_env or {})}
     env.pop("INTENTLEDGER_HEALTH_PORT", None)  # six services on one host: one port would collide
     process = subprocess.Popen([sys.executable, "-m", "intentledger.cli", "serve", name], env=env,
                                stdout=log_path.open("ab"), stderr=subprocess.STDOUT)

@@ -28,6 +28,8 @@ SERVED = {
     "projection": ("services.projection.main", "run_projection"),
 }
 """What ``intentledger serve NAME`` runs: a composition root, imported only when served."""
+_SIGNING_KEY_HELP = ("the signer's private JWK (default: $INTENTLEDGER_SIGNING_KEY or the file "
+                     "$INTENTLEDGER_SIGNING_KEY_FILE names)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     propose.add_argument("--args", required=True, help="arguments as a JSON object")
     propose.add_argument("--tool-version")
     propose.add_argument("--key", help="caller-stated operation key")
-    propose.add_argument("--signing-key", metavar="FILE", help=(
-        "the principal's private JWK (default: $INTENTLEDGER_SIGNING_KEY or the file "
-        "$INTENTLEDGER_SIGNING_KEY_FILE names)"))
+    propose.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
     propose.add_argument("--call-id", default="cli-1")
     propose.add_argument("--timeout", type=float, default=30.0)
 
@@ -66,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     reject = commands.add_parser("reject", help="refuse a call awaiting approval")
     for decide in (approve, reject):
         decide.add_argument("logical_call_id", type=uuid.UUID)
-        decide.add_argument("--approver", required=True, help="who decides (never the requester)")
+        decide.add_argument("--approver", required=True, help="who decides (never the requester): "
+                                                              "the principal the key signs as")
         decide.add_argument("--reason")
+        decide.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
     resolve = commands.add_parser("resolve", help="settle by hand, with evidence, an intent "
                                                  "reconciliation left RECONCILING or in "
                                                  "MANUAL_REVIEW")
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     resolve.add_argument("--receipt", help="the downstream's id of the effect (succeeded)")
     resolve.add_argument("--result", type=json.loads, help="the result fields as JSON (succeeded)")
     resolve.add_argument("--timeout", type=float, default=60.0)
+    resolve.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
     approve.add_argument("--ttl-seconds", type=float, default=900.0,
                          help="how long the grant stays valid")
 
@@ -172,11 +175,13 @@ async def _decide(settings: Settings, args: argparse.Namespace) -> int:
     from services.policy.settings import PolicySettings
     from shared.operator.approve import Answer, NotAwaitingApproval, send_answer
 
-    answer = Answer(args.logical_call_id, args.approver, granted=args.command == "approve",
+    if (signer := _signer(args.signing_key, args.approver)) is None:
+        return 2
+    answer = Answer(args.logical_call_id, granted=args.command == "approve",
                     reason=args.reason, ttl_seconds=getattr(args, "ttl_seconds", 900.0))
     try:
         published = await send_answer(settings.endpoints, answer,
-                                      topic=PolicySettings().approvals_topic)
+                                      topic=PolicySettings().approvals_topic, signer=signer)
     except NotAwaitingApproval as refusal:
         print(f"intentledger: {refusal}", file=sys.stderr)
         return 1
@@ -190,16 +195,33 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
     from services.dispatcher.settings import DispatcherSettings
     from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
 
-    resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.operator, args.reason,
+    if (signer := _signer(args.signing_key, args.operator)) is None:
+        return 2
+    resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.reason,
                                    args.evidence, args.receipt, args.result)
     try:
         verdict = await resolve(settings.endpoints, resolution, timeout_s=args.timeout,
-                                topic=DispatcherSettings().resolutions_topic)
+                                topic=DispatcherSettings().resolutions_topic, signer=signer)
     except (NoSuchIntent, ValidationError) as refusal:
         print(f"intentledger: {refusal}", file=sys.stderr)
         return 2
     print(json.dumps(verdict, indent=2))
     return 0 if verdict["status"] == "applied" else 1
+
+
+def _signer(path: str | None, principal_id: str):
+    """The person's signer: their key from ``--signing-key`` or the environment; None (with
+    the reason on stderr) when there is none, since an unsigned decision would count nothing."""
+    from shared.identity.signatures import load_signing_key, signing_key_from_env
+    from shared.operator.publish import Signer
+
+    key = load_signing_key(path) if path else signing_key_from_env()
+    if key is None:
+        print("intentledger: no signing key: pass --signing-key FILE or set "
+              "INTENTLEDGER_SIGNING_KEY(_FILE); an unsigned decision counts for nothing",
+              file=sys.stderr)
+        return None
+    return Signer(key, principal_id)
 
 
 def _generate_key(kid: str, curve: str, out: str) -> int:

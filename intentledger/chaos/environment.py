@@ -26,12 +26,12 @@ def service_env(protocol: FaultProtocol, protocol_path: Path, service: str,
              TOOLS_FILE=tools, PRINCIPALS_FILE=principals_file)
     if service == "policy":
         # The policy reads amounts with the intake's registry.
-        _set(env, "INTENTLEDGER_POLICY_", POLICY_FILE=policy)
+        _set(env, "INTENTLEDGER_POLICY_", POLICY_FILE=policy, PRINCIPALS_FILE=principals_file)
         _set(env, "INTENTLEDGER_INTAKE_", TOOLS_FILE=tools)
     if service == "dispatcher":
         _set(env, "INTENTLEDGER_DISPATCHER_", LEASE_TTL_S=limits.lease_ttl_s,
              MAX_LOOKUPS=limits.lookups, RECOVERY_RESERVE_S=limits.recovery_reserve_s,
-             POLICY_FILE=policy, TOOLS_FILE=tools)
+             POLICY_FILE=policy, TOOLS_FILE=tools, PRINCIPALS_FILE=principals_file)
     if tuning := protocol.services.get(service):
         env |= tuning.env
     if armed:

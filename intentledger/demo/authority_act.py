@@ -2,7 +2,8 @@
 
 An agent the policy does not name is denied, and nothing is dispatched. A debit over the agent's
 cap waits for two people; the requester cannot approve it, and once finance and an operator
-have, it is dispatched once.
+have, it is dispatched once. Each approval is signed with its approver's local key
+(``identities.py``); the requester's own is refused (it is no approver).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from shared.topology import LEDGER_APPROVALS
 from downstreams.wallet.repository import open_wallet
 from shared.client import ProposalClient
 from shared.config import Endpoints
+from intentledger.demo.identities import signer
 from shared.identity.local import LocalIdentities
 
 OVER_CAP = "520.00"
@@ -37,8 +39,8 @@ async def authority_act(endpoints: Endpoints, pool: asyncpg.Pool,
           f"(over the 500.00 cap: two people must approve)")
     approvals = []
     for approver in ("agent-7", "finance:ana", "operator:dana"):
-        await send_answer(endpoints, Answer(uuid.UUID(gated), approver, granted=True),
-                          topic=LEDGER_APPROVALS)
+        await send_answer(endpoints, Answer(uuid.UUID(gated), granted=True),
+                          topic=LEDGER_APPROVALS, signer=signer(identities, approver))
         approvals.append(await _approval_outcome(pool, gated, approver))
         print(f"  approval by {approver:<14} -> {approvals[-1]}")
     state = await _settled(pool, gated)

@@ -19,13 +19,12 @@ from pathlib import Path
 import aiohttp
 
 from services.query.settings import QuerySettings
+from intentledger.demo.identities import OPERATOR_ID, demo_identities, service_env
 from shared.config import Endpoints, Settings
 from shared.infra import processes
 from shared.infra.ports import choose
 
 MARKER = "intentledger.cli serve query"
-OPERATOR_ID = "operator:demo"
-"""The example policy's resolution rules let ``operator:*`` settle acme's calls by hand."""
 READY_S = 60.0
 
 
@@ -49,7 +48,8 @@ async def start(settings: Settings, endpoints: Endpoints) -> DemoConsole:
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url,
            "INTENTLEDGER_QUERY_PORT": str(port), "INTENTLEDGER_QUERY_HOST": query.host,
            "INTENTLEDGER_CONSOLE_TOKENS": json.dumps({token: {"id": OPERATOR_ID, "tenant": "*"}}),
-           "INTENTLEDGER_QUERY_API_KEYS": json.dumps({**query.api_keys, token: "*"})}
+           "INTENTLEDGER_QUERY_API_KEYS": json.dumps({**query.api_keys, token: "*"}),
+           **service_env(demo_identities(settings))}
     env.pop("INTENTLEDGER_HEALTH_PORT", None)
     pid = processes.spawn([sys.executable, "-m", "intentledger.cli", "serve", "query"],
                           settings.logs_dir / "console.log", env=env)

@@ -14,7 +14,7 @@ from intentledger.demo import console as demo_console
 from intentledger.demo.authority_act import authority_act
 from intentledger.demo.crash_story import (DISPATCHER_FAULTS, DISPATCHER_TUNING, WALLET_FAULTS,
                                            crash_story)
-from intentledger.demo.identities import PRINCIPALS, demo_identities
+from intentledger.demo.identities import PRINCIPALS, demo_identities, service_env
 from intentledger.demo.proposals import propose_act
 from shared.db.schemas import migrate_all
 from shared import infra
@@ -39,7 +39,7 @@ async def run_demo(settings: Settings) -> int:
         print(f"migrations [{schema}]: {', '.join(applied) or 'up to date'}")
     await ensure_topics(endpoints.kafka_bootstrap, [TOPIC], partitions=4)
     identities = demo_identities(settings)
-    signed = {"INTENTLEDGER_INTAKE_PRINCIPALS_FILE": str(identities.principals_file)}
+    signed = service_env(identities)
     print(f"identities: {', '.join(p.principal_id for p in PRINCIPALS)} "
           f"(keys and principals file in {identities.directory})")
     services = [_start_service(name, endpoints, settings, signed)

@@ -2,7 +2,9 @@
 
 No decision is taken here. An authorization becomes a call due at once; a receipt becomes the
 answer of the attempt it names (the first answer counts; a redelivered copy changes nothing);
-an operator's resolution is kept until the call's next step judges it.
+an operator's resolution is kept until the call's next step judges it, once its signature
+proves the operator it names sent it (``shared.identity.acting``); one that does not is
+refused here, and the call is not even woken.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
 consumed the record.
 """
@@ -20,6 +22,10 @@ from shared.contracts.authorizations import Authorization
 from shared.contracts.effect_requests import EffectReceipt
 from shared.contracts.resolutions import Resolution
 from shared.db.unit_of_work import UnitOfWork
+from shared.identity.acting import OPERATOR, acting_principal
+from shared.identity.principals import PrincipalsWatcher
+from shared.identity.records import SignedEnvelope
+from shared.identity.signatures import RESOLUTION, SignatureRefused
 from shared.messaging.envelope import Envelope, parse
 
 log = logging.getLogger(__name__)
@@ -29,16 +35,32 @@ FALLBACK_RUN_SECONDS = 3600.0
 
 
 class DispatcherInbox:
-    def __init__(self, stepper: Stepper, breakers: Breakers, settings: DispatcherSettings) -> None:
+    def __init__(self, stepper: Stepper, breakers: Breakers, settings: DispatcherSettings,
+                 principals: PrincipalsWatcher) -> None:
+        self._principals = principals
         self._stepper = stepper
         self._breakers = breakers
         self._settings = settings
 
-    async def resolution_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+    async def resolution_requested(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         resolution = parse(envelope, Resolution)
-        await repo.insert_resolution(uow.connection, envelope.event_id, resolution.logical_call_id,
+        conn = uow.connection
+        call = await repo.call_for_update(conn, resolution.logical_call_id)  # call first
+        await repo.insert_resolution(conn, envelope.event_id, resolution.logical_call_id,
                                      resolution.model_dump(mode="json"))
-        await repo.wake(uow.connection, resolution.logical_call_id, even_if_settled=True)
+        if call is not None:
+            try:
+                acting_principal(envelope.record_value, envelope.signatures,
+                                 self._principals.current, use=RESOLUTION,
+                                 tenant_id=call.tenant_id, named=resolution.operator_id,
+                                 role=OPERATOR)
+            except SignatureRefused as refused:
+                log.warning("resolution of %s naming %s refused: %s", call.logical_call_id,
+                            resolution.operator_id, refused.message)
+                await repo.conclude_resolution(conn, envelope.event_id, "refused",
+                                               f"{refused.code}: {refused.message}")
+                return
+        await repo.wake(conn, resolution.logical_call_id, even_if_settled=True)
 
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
         authorization, traceparent = parse(envelope, Authorization), envelope.traceparent

@@ -23,6 +23,8 @@ from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper
 from shared.policy.watcher import PolicyWatcher
+from shared.identity.principals import PrincipalsWatcher
+from shared.identity.records import decode_signed
 from shared.db.schemas import expect_migrated, migrate_service
 from shared import faults
 from shared.config import Settings
@@ -50,15 +52,17 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     breakers = Breakers(config.breaker_failures, timedelta(seconds=config.breaker_cooldown_s))
     stepper = Stepper(registry, policy, breakers, config,
                       settings.capability_secret.get_secret_value().encode())
+    principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
              EFFECT_RECEIPTS: config.reply_topic, LEDGER_RESOLUTIONS: config.resolutions_topic}
     service = ConsumerService(
         name="dispatcher", schema=SCHEMA,
-        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config)),
+        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config, principals)),
         priority=tuple(names[topic] for topic in PRIORITY),
         writes=(config.dispatch_topic, config.effects_topic, *tool_topics),
-        crash_point="dispatcher.after_commit", batch_size=config.batch_size)
+        crash_point="dispatcher.after_commit", batch_size=config.batch_size,
+        decoder=decode_signed)
 
     @asynccontextmanager
     async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
@@ -73,12 +77,14 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         tasks = [asyncio.create_task(wakeup.run(halt)),
                  asyncio.create_task(scheduler.run(wakeup, halt)),
                  asyncio.create_task(_sample_backlog(pool, measured, halt)),
-                 asyncio.create_task(policy.watcher.watch())]
+                 asyncio.create_task(policy.watcher.watch()),
+                 asyncio.create_task(principals.watch())]
         try:
             yield tasks
         finally:
             halt.set()
-            tasks[-1].cancel()
+            for watching in tasks[-2:]:
+                watching.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await http.close()
 

@@ -30,6 +30,11 @@ class DispatcherSettings(BaseSettings):
     """The same policy file the policy service reads: a capability issued under an older
     version is re-evaluated under the current one before dispatch."""
     policy_reload_interval_s: float = Field(default=2.0, gt=0)
+    principals_file: Path = _CONFIG / "principals.example.yaml"
+    """Whose signed resolutions are applied (docs/identity.md): an operator's key and role are
+    read here; re-read every ``principals_reload_interval_s``. The default is the example file,
+    whose private keys nobody has: until a deployment sets its own, no resolution is applied."""
+    principals_reload_interval_s: float = Field(default=5.0, gt=0)
     worker_id: str = Field(default_factory=_worker_id)
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
     dispatch_topic: str = LEDGER_DISPATCH

@@ -6,6 +6,10 @@ count or not; the one that completes a quorum re-evaluates the call under the po
 now (authority outlives no policy version) and concludes it. A record that is not what its
 event type says raises PermanentError, so the consumer template dead-letters it. Which
 handler applies which event is ``routes.py``.
+
+An approval counts only for the principal whose signature proves it acts
+(``shared.identity.acting``): the approver it names, with role ``approver``, for the call's
+tenant. Quorums therefore count distinct verified principals, never distinct names.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from shared.contracts.authorizations import PolicyReason
 from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
+from shared.identity.acting import APPROVER, acting_principal
+from shared.identity.principals import PrincipalsWatcher
+from shared.identity.records import SignedEnvelope
+from shared.identity.signatures import APPROVAL, SignatureRefused
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, parse
 from shared.tools import Rejection, ToolRegistry
@@ -36,8 +44,9 @@ _DECISION_OF = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
 
 class PolicyHandler:
     def __init__(self, policies: PolicyWatcher, registry: ToolRegistry, secret: bytes,
-                 topic: str) -> None:
+                 topic: str, principals: PrincipalsWatcher) -> None:
         self._policies = policies
+        self._principals = principals
         self._registry = registry
         self._secret = secret
         self._topic = topic
@@ -59,11 +68,12 @@ class PolicyHandler:
         if await repo.insert_decision(uow.connection, intent, amount, verdict):
             announce(uow, self._topic, intent, verdict, envelope)
 
-    async def on_approval(self, uow: UnitOfWork, envelope: Envelope) -> None:
+    async def on_approval(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         approval = _approval(envelope)
         conn, now = uow.connection, datetime.now(UTC)
         stored = await repo.decision_for_update(conn, approval.logical_call_id)
-        refusal = approval_refusal(stored.pending if stored else None, approval, now)
+        refusal = (self._identity_refusal(envelope, approval, now)
+                   or approval_refusal(stored.pending if stored else None, approval, now))
         if refusal is not None:
             log.info("approval %s by %s refused: %s", envelope.event_id, approval.approver_id, refusal)
             await repo.insert_approval(conn, envelope.event_id, approval, "refused", refusal)
@@ -92,6 +102,20 @@ class PolicyHandler:
             verdict = verdict_of(stored.decision_id, decision, request, usage, self._secret)
         await repo.conclude(conn, stored, verdict)
         announce(uow, self._topic, stored.intent, verdict, envelope)
+
+    def _identity_refusal(self, envelope: SignedEnvelope, approval: ApprovalDecision,
+                          now: datetime) -> str | None:
+        """Why the approval's signature does not prove its approver decided, or None. The
+        tenant is the approval's own: ``approval_refusal`` then binds it to the call's."""
+        try:
+            acting_principal(envelope.record_value, envelope.signatures, self._principals.current,
+                             use=APPROVAL, tenant_id=approval.tenant_id,
+                             named=approval.approver_id, role=APPROVER, now=now)
+        except SignatureRefused as refused:
+            log.info("approval %s naming %s: %s", envelope.event_id, approval.approver_id,
+                     refused.message)
+            return refused.code
+        return None
 
 
 async def judge(uow: UnitOfWork, policy: Policy, request: Request) -> tuple[Decision, Usage]:

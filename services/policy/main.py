@@ -18,6 +18,8 @@ from services.policy.sweep import sweep_forever
 from shared.policy.watcher import PolicyWatcher
 from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
+from shared.identity.principals import PrincipalsWatcher
+from shared.identity.records import decode_signed
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
@@ -35,14 +37,16 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     stopping = stopping or stop_on_signals()
     registry = load_registry(policy_settings.tools_file)  # a bad registry stops us here, loudly
     watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
+    principals = PrincipalsWatcher(policy_settings.principals_file,  # a bad file stops us here
+                                   policy_settings.principals_reload_interval_s)
     handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
-                            policy_settings.authorizations_topic)
+                            policy_settings.authorizations_topic, principals)
     service = ConsumerService(
         name="policy", schema=SCHEMA,
         routes=Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
                                LEDGER_APPROVALS: policy_settings.approvals_topic}, handler),
         writes=(policy_settings.authorizations_topic,), crash_point="policy.after_commit",
-        batch_size=policy_settings.batch_size)
+        batch_size=policy_settings.batch_size, decoder=decode_signed)
 
     async def prepare(pool: asyncpg.Pool) -> None:
         await migrate_service(pool, SCHEMA)
@@ -50,9 +54,11 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
 
     @asynccontextmanager
     async def background(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
-        """Reload and sweep while consuming. Either one failing for good stops the process
-        (a service that silently stopped expiring requests would be worse than a restart)."""
+        """Reload (policy, principals) and sweep while consuming. Any of them failing for good
+        stops the process (a service that silently stopped expiring requests, or ignored a
+        revocation, would be worse than a restart)."""
         tasks = [asyncio.create_task(watcher.watch(partial(record_version, pool))),
+                 asyncio.create_task(principals.watch()),
                  asyncio.create_task(sweep_forever(pool, policy_settings.authorizations_topic,
                                                    policy_settings.sweep_interval_s))]
         for task in tasks:

@@ -23,6 +23,11 @@ class PolicySettings(BaseSettings):
         "tools_file", "INTENTLEDGER_POLICY_TOOLS_FILE", "INTENTLEDGER_INTAKE_TOOLS_FILE"))
     """The tool registry amounts are read with; the intake's registry unless set apart."""
     reload_interval_s: float = Field(default=5.0, gt=0)
+    principals_file: Path = _CONFIG / "principals.example.yaml"
+    """Whose signed approvals count (docs/identity.md): an approver's key and role are read
+    here; re-read every ``principals_reload_interval_s``. The default is the example file, whose
+    private keys nobody has: until a deployment sets its own, no approval counts."""
+    principals_reload_interval_s: float = Field(default=5.0, gt=0)
     sweep_interval_s: float = Field(default=5.0, gt=0)
     """How often lapsed approval requests are looked for (and denied)."""
     batch_size: int = Field(default=200, ge=1)

@@ -42,6 +42,10 @@ _CLAIMS = {name: HeaderParameter(description, kind, required=True) for name, des
     ("principal", "who signed", "str"), ("tenant", "for whom", "str"),
     ("iat", "issued at, seconds since the epoch", "int"),
     ("exp", "expires at, seconds since the epoch", "int"))}
+PERSON_CLAIM = "person"
+"""Optional: the person a service signs for; trusted only from a ``PUBLISHES_FOR_PEOPLE`` signer."""
+PUBLISHES_FOR_PEOPLE = "publishes-for-people"
+_CLAIMS[PERSON_CLAIM] = HeaderParameter("the person the signer publishes for", "str")
 _REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=ALGORITHMS)
 SigningKey = OKPKey | ECKey
 PROPOSAL, APPROVAL, RESOLUTION = "proposal", "approval", "resolution"
@@ -68,6 +72,12 @@ class IdentityReason(StrEnum):
     """The record's body names another principal than the one that signed it."""
     SIGNATURE_TENANT_MISMATCH = "signature_tenant_mismatch"
     """The record's body names another tenant than the one its signature is for."""
+    PRINCIPAL_LACKS_ROLE = "principal_lacks_role"
+    """The one who acts (the signer, or the person it publishes for) lacks the record's role."""
+    NOT_PUBLISHER_FOR_PEOPLE = "signer_not_publisher_for_people"
+    """The signature names a person, and its signer may not publish for people."""
+    PERSON_UNKNOWN = "person_unknown"
+    """The signature names a person the principals file does not list."""
 
 
 class SignatureRefused(Exception):
@@ -87,10 +97,14 @@ class SignedBy:
     kid: str
     issued_at: datetime
     expires_at: datetime
+    person: str | None = None
+    """The person the signer says it publishes for; whether that is trusted is the caller's
+    question (``shared.identity.acting``), not the signature's."""
 
 
 def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
-         use: str = PROPOSAL, lifetime_s: int = 120, now: datetime | None = None) -> str:
+         use: str = PROPOSAL, lifetime_s: int = 120, now: datetime | None = None,
+         person: str | None = None) -> str:
     """The header value for a record whose value is ``value``, signed with ``key`` (its ``kid``
     must be the one the principals file lists) for ``use``: what the record is, so that a
     signature made for one purpose never verifies for another."""
@@ -104,6 +118,8 @@ def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
                  "typ": _typ(use),
                  "principal": principal_id, "tenant": tenant_id,
                  "iat": issued, "exp": issued + lifetime_s}
+    if person is not None:
+        protected[PERSON_CLAIM] = person
     return jws.detach_compact_content(jws.serialize_compact(protected, value, key,
                                                             registry=_REGISTRY))
 
@@ -138,7 +154,8 @@ def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
     if not principal.acts_for(header["tenant"]):
         raise SignatureRefused(IdentityReason.TENANT_NOT_ALLOWED,
                                f"{principal.id} may not act for tenant {header['tenant']!r}")
-    return SignedBy(principal.id, header["tenant"], public.kid, issued, expires)
+    return SignedBy(principal.id, header["tenant"], public.kid, issued, expires,
+                    header.get(PERSON_CLAIM))
 
 
 def _parsed(token: str | bytes, value: bytes) -> tuple[jws.CompactSignature, dict[str, Any]]:

@@ -40,8 +40,14 @@ _IDENTITY_REASON = {
     "signature_for_another_use": "the signature's typ is for another kind of record (an "
                                  "approval's signature on a proposal)",
     "tenant_not_allowed_for_principal": "the signer may not act for the tenant it signed for",
-    "signature_principal_mismatch": "a call in the record names another principal than the signer",
+    "signature_principal_mismatch": "the record (a call, an approval's approver, a resolution's "
+                                    "operator) names another principal than the one who acts",
     "signature_tenant_mismatch": "a call in the record names another tenant than the one signed for",
+    "principal_lacks_role": "the one who acts (the signer, or the person a console signs for) "
+                            "lacks the role the record needs: approver, or operator",
+    "signer_not_publisher_for_people": "the signature names a person to act for, and its signer "
+                                       "lacks the role publishes-for-people",
+    "person_unknown": "the signature names a person the principals file does not list",
 }
 _REASON_CODE = {
     "too_large": f"the record exceeds the byte limit (256 KiB by default); {_DEAD}",

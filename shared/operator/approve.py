@@ -3,8 +3,10 @@
 The command reads what the approval must bind (run, tenant, operation key, arguments hash)
 from the policy's own record of the pending request, so an operator names only the call, and
 publishes an ``ApprovalDecision`` to ``ledger.approvals`` like any other approver's tool would.
-Publishing is not counting: the policy service checks the approval (approver, expiry,
-arguments) when it applies it and records why one does not count.
+Publishing is not counting: the policy service checks the approval (its signature, the
+approver's role, expiry, arguments) when it applies it and records why one does not count.
+The approver the record names is the signer's own id (or the person a console signs for):
+a decision is always signed by the one whose decision it is.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import asyncpg
 
 from shared.config import Endpoints
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
+from shared.identity.signatures import APPROVAL
 from shared.messaging.envelope import Envelope
-from shared.operator.publish import publish
+from shared.operator.publish import Signer, publish
 
 PRODUCER = "intentledger-cli"
 
@@ -31,28 +34,31 @@ class NotAwaitingApproval(Exception):
 @dataclass(frozen=True)
 class Answer:
     logical_call_id: uuid.UUID
-    approver_id: str
     granted: bool
     reason: str | None = None
     ttl_seconds: float = 900.0
     """How long a grant stays valid; the capability it leads to expires no later."""
 
 
-async def send_answer(endpoints: Endpoints, answer: Answer, *, topic: str) -> dict[str, Any]:
-    """Publish the decision on ``topic``, where the policy reads approvals (its
-    ``approvals_topic``); returns the published envelope as JSON-ready data."""
+async def send_answer(endpoints: Endpoints, answer: Answer, *, topic: str,
+                      signer: Signer) -> dict[str, Any]:
+    """Publish the decision of ``signer.acting``, signed by ``signer``, on ``topic``, where the
+    policy reads approvals (its ``approvals_topic``); returns the published envelope as
+    JSON-ready data."""
     pending = await _pending(endpoints.database_url, answer.logical_call_id)
     now = datetime.now(UTC)
     decision = ApprovalDecision(
         decision="granted" if answer.granted else "refused", run_id=pending["run_id"],
         tenant_id=pending["tenant_id"], logical_call_id=answer.logical_call_id,
         operation_key=pending["operation_key"], arguments_hash=pending["arguments_hash"],
-        approver_id=answer.approver_id, reason=answer.reason, decided_at=now,
+        approver_id=signer.acting, reason=answer.reason, decided_at=now,
         expires_at=now + timedelta(seconds=answer.ttl_seconds) if answer.granted else None)
     envelope = Envelope.new(event_type=APPROVAL_GRANTED if answer.granted else APPROVAL_REFUSED,
                             run_id=decision.run_id, producer=PRODUCER,
                             payload=decision.model_dump(mode="json"))
-    await publish(endpoints.kafka_bootstrap, topic, envelope)
+    await publish(endpoints.kafka_bootstrap, topic, envelope,
+                  signature=signer.signature(envelope.value(), tenant_id=decision.tenant_id,
+                                             use=APPROVAL))
     return envelope.model_dump(mode="json")
 
 

@@ -4,7 +4,8 @@ The command names the call and brings the evidence; the run it belongs to is rea
 dispatcher's record. It publishes a ``Resolution`` on ``ledger.resolutions`` like any resolution
 tool would, then waits for the dispatcher's verdict: the resolution is applied by a step under the
 run's lease (so it cannot race the dispatcher's own reconciliation), or refused with a reason
-(the call is not unresolved, or the policy's ``resolutions`` do not name this operator).
+(the call is not unresolved, the signature does not prove the operator sent it, or the
+policy's ``resolutions`` do not name this operator).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import asyncpg
 
 from shared.config import Endpoints
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
+from shared.identity.signatures import RESOLUTION
 from shared.messaging.envelope import Envelope
-from shared.operator.publish import publish
+from shared.operator.publish import Signer, publish
 
 PRODUCER = "intentledger-cli"
 SCHEMA = "dispatcher"
@@ -35,7 +37,6 @@ class NoSuchIntent(Exception):
 class ResolutionRequest:
     logical_call_id: uuid.UUID
     outcome: str
-    operator_id: str
     reason: str
     evidence: str
     receipt_id: str | None = None
@@ -43,22 +44,26 @@ class ResolutionRequest:
 
 
 async def resolve(endpoints: Endpoints, request: ResolutionRequest, *, topic: str,
-                  timeout_s: float = 60.0) -> dict[str, Any]:
-    """Publish the resolution and return the dispatcher's verdict: ``status`` applied, refused or
-    pending (no verdict within ``timeout_s``), the call's ``state`` and any ``reason``."""
+                  signer: Signer, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Publish the resolution of ``signer.acting``, signed by ``signer``, and return the
+    dispatcher's verdict: ``status`` applied, refused or pending (no verdict within
+    ``timeout_s``), the call's ``state`` and any ``reason``."""
     conn = await asyncpg.connect(endpoints.database_url, server_settings={"application_name": PRODUCER})
     try:
-        run_id = await conn.fetchval(f"SELECT run_id FROM {SCHEMA}.calls WHERE logical_call_id = $1",
-                                     request.logical_call_id)
-        if run_id is None:
+        call = await conn.fetchrow(f"SELECT run_id, tenant_id FROM {SCHEMA}.calls "
+                                   "WHERE logical_call_id = $1", request.logical_call_id)
+        if call is None:
             raise NoSuchIntent(f"the dispatcher has no intent {request.logical_call_id}")
         resolution = Resolution(
-            logical_call_id=request.logical_call_id, run_id=run_id, outcome=request.outcome,
-            operator_id=request.operator_id, reason=request.reason, evidence=request.evidence,
+            logical_call_id=request.logical_call_id, run_id=call["run_id"],
+            outcome=request.outcome, operator_id=signer.acting, reason=request.reason,
+            evidence=request.evidence,
             receipt_id=request.receipt_id, result=request.result, decided_at=datetime.now(UTC))
-        envelope = Envelope.new(event_type=RESOLUTION_REQUESTED, run_id=run_id, producer=PRODUCER,
-                                payload=resolution.model_dump(mode="json"))
-        await publish(endpoints.kafka_bootstrap, topic, envelope)
+        envelope = Envelope.new(event_type=RESOLUTION_REQUESTED, run_id=call["run_id"],
+                                producer=PRODUCER, payload=resolution.model_dump(mode="json"))
+        await publish(endpoints.kafka_bootstrap, topic, envelope,
+                      signature=signer.signature(envelope.value(), tenant_id=call["tenant_id"],
+                                                 use=RESOLUTION))
         return await _verdict(conn, envelope.event_id, resolution.logical_call_id, timeout_s)
     finally:
         await conn.close()

@@ -22,6 +22,7 @@ from services.relay.settings import RelaySettings
 from shared.config import Settings
 from shared.messaging import lag
 from shared.operator.publish import publish
+from tests.support.identities import Posing, local, signer
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
                                     call_row, debit_intent, dispatcher_stage, running_wallet_on,
                                     settled)
@@ -162,13 +163,16 @@ async def test_no_replay_once_the_downstream_may_have_forgotten_the_key(stage, p
 
 
 async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage, pool):
-    """MANUAL_REVIEW leaves only through a resolution the policy allows: the requester's own is
-    refused, an operator's is applied as ToolOutcomeResolved naming them and their evidence,
-    and the effect is on ledger.effects like any other."""
+    """MANUAL_REVIEW leaves only through a resolution the policy allows, signed by the operator
+    it names (or by the console for them): the requester's own, a non-operator's, one signed
+    by another than it names, a service without publishes-for-people posing for an operator,
+    and an operator the rule does not name are refused, the call untouched; the console's
+    for operator:dana is applied as ToolOutcomeResolved naming her and her evidence, and the
+    effect is on ledger.effects like any other."""
     wallet_id = await new_wallet(pool, 10_000)
     stage.write_registry(**{"wallet.debit": {"reconciliation": "manual"}})
     intent = debit_intent(wallet_id, 1000)
-    resolutions = {**ALLOW_ALL, "resolutions": [{"name": "ops", "operators": ["operator:*"],
+    resolutions = {**ALLOW_ALL, "resolutions": [{"name": "ops", "operators": ["operator:dana"],
                                          "tenants": ["acme"], "tools": ["wallet.*"]}]}
     async with running(stage, wallet={"faults": "wallet.after_commit_drop_response=drop"}):
         await authorize(stage, intent, version=stage.write_policy(resolutions))
@@ -179,12 +183,20 @@ async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage,
                              reason="lookups were off",
                              evidence=f"wallet statement: receipt {receipt_id}", receipt_id=receipt_id,
                              result=recorded["result"])
-        own = await resolve(stage.endpoints, resolution(operator_id=intent.principal_id),
-                            topic=stage.resolutions)
-        assert (own["status"], own["state"]) == ("refused", "MANUAL_REVIEW")
-        assert own["reason"].startswith("repair_not_authorized")
-        applied = await resolve(stage.endpoints, resolution(operator_id="operator:dana"),
-                                topic=stage.resolutions)
+        refused = {
+            "principal_lacks_role": signer(intent.principal_id),  # the requester's own
+            "principal_lacks_role ": signer("finance:a"),
+            "signature_principal_mismatch": Posing(local().signing_key("finance:a"),
+                                                   "finance:a", named="operator:dana"),
+            "signer_not_publisher_for_people": signer("svc:impostor", "operator:dana"),
+            "repair_not_authorized": signer("operator:eve")}
+        for reason, who in refused.items():
+            verdict = await resolve(stage.endpoints, resolution(), topic=stage.resolutions,
+                                    signer=who)
+            assert (verdict["status"], verdict["state"]) == ("refused", "MANUAL_REVIEW")
+            assert verdict["reason"].startswith(reason.strip() + ":"), verdict
+        applied = await resolve(stage.endpoints, resolution(), topic=stage.resolutions,
+                                signer=signer("console", "operator:dana"))
         assert (applied["status"], applied["state"]) == ("applied", "SUCCEEDED")
     assert await debits_under(pool, intent.operation_key) == 1
     [resolved] = await pool.fetch(

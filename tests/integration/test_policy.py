@@ -1,6 +1,7 @@
 """The policy service on real Kafka and PostgreSQL: intents are published on its intake topic as
-the intake's relay would, approvals as an approver's tool would, and its decisions are read back
-from its authorizations topic (per-test topics, run ids, tenants and principals)."""
+the intake's relay would, approvals as an approver's tool would (signed with the session's keys,
+``tests/support/identities.py``), and its decisions are read back from its authorizations topic
+(per-test topics, run ids, tenants and principals)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from aiokafka import AIOKafkaProducer
 
 from shared.policy import load_policy
@@ -35,6 +37,8 @@ from shared.contracts.authorizations import Authorization
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
 from shared.operator.publish import publish
+from shared.identity.signatures import APPROVAL
+from tests.support.identities import local, signer
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.unit.policy.builders import EMAIL, intent
@@ -68,7 +72,10 @@ class PolicyRun(ServiceRun):
             event_type=PROPOSAL_ACCEPTED, run_id=i.run_id, producer="proposal-intake",
             payload=i.model_dump(mode="json")) for i in intents))
 
-    async def approve(self, call: Intent, approver: str, **changes) -> Envelope:
+    async def approve(self, call: Intent, approver: str, *, signed_by: str | None = None,
+                      person: str | None = None, unsigned: bool = False, **changes) -> Envelope:
+        """A grant naming ``approver``, signed by ``signed_by`` (the approver unless given),
+        for ``person`` when a console signs; ``unsigned``: no signature at all."""
         now = datetime.now(UTC)
         fields = {"decision": "granted", "run_id": call.run_id, "tenant_id": call.tenant_id,
                   "logical_call_id": call.logical_call_id, "operation_key": call.operation_key,
@@ -76,13 +83,16 @@ class PolicyRun(ServiceRun):
                   "decided_at": now, "expires_at": now + timedelta(minutes=15)}
         envelope = Envelope.new(event_type=APPROVAL_GRANTED, run_id=call.run_id, producer="test",
                                 payload=ApprovalDecision(**fields | changes).model_dump(mode="json"))
-        await publish(self.endpoints.kafka_bootstrap, self.settings.approvals_topic, envelope)
+        signature = None if unsigned else signer(signed_by or approver, person).signature(
+            envelope.value(), tenant_id=call.tenant_id, use=APPROVAL)
+        await publish(self.endpoints.kafka_bootstrap, self.settings.approvals_topic, envelope,
+                      signature=signature)
         return envelope
 
     async def answer(self, call: Intent, approver: str, granted: bool = True) -> dict:
         """As ``intentledger approve|reject`` does it."""
-        return await send_answer(self.endpoints, Answer(call.logical_call_id, approver, granted),
-                                 topic=self.settings.approvals_topic)
+        return await send_answer(self.endpoints, Answer(call.logical_call_id, granted),
+                                 topic=self.settings.approvals_topic, signer=signer(approver))
 
     async def events(self, count: int) -> list[dict]:
         records = await read_topic(self.endpoints.kafka_bootstrap, self.settings.authorizations_topic,
@@ -199,7 +209,8 @@ async def test_calls_are_denied_with_stable_reasons(pool, endpoints, tmp_path):
 
 
 async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(pool, endpoints, tmp_path):
-    run, agent = ids()
+    run, _ = ids()
+    agent = "agent-approver"  # an approver itself (the email rule's approvers include agent-*)
     mail = email(run=run, principal=agent)
     async with running_policy(endpoints, tmp_path) as policy:
         await policy.propose(mail)
@@ -212,7 +223,8 @@ async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(p
                                                                  arguments_hash="0" * 64),
             "approval_expired": await policy.approve(mail, "operator:dana",
                                                      expires_at=datetime.now(UTC) - timedelta(seconds=1)),
-            "approver_not_allowed": await policy.approve(mail, "intern:bob"),
+            "approver_not_allowed": await policy.approve(mail, "finance:a"),  # not the rule's
+            "principal_lacks_role": await policy.approve(mail, "intern:bob"),
         }
         for reason, event in bad.items():
             assert await approval_outcome(pool, event) == ("refused", reason)
@@ -245,6 +257,61 @@ async def test_a_quorum_of_two_needs_two_different_approvers(pool, endpoints, tm
     chain = Authorization.model_validate(of(events, large)[1][1]).capability.approvals
     assert sorted(a.approver_id for a in chain) == ["finance:eve", "operator:dana"]
     assert (await decision(pool, large))["outcome"] == "allowed"
+
+
+async def test_one_person_signing_under_two_approver_names_is_one_approval(
+        pool, endpoints, tmp_path):
+    """finance:a approves, then signs an approval naming finance:b: the second is refused, the
+    quorum of two is not reached and nothing is authorized (so nothing can be dispatched)."""
+    run, agent = ids()
+    large = debit("250.00", run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path) as policy:
+        await policy.propose(large)
+        await decision(pool, large, "awaiting_approval")
+        first = await policy.approve(large, "finance:a")
+        posing = await policy.approve(large, "finance:b", signed_by="finance:a")
+        assert await approval_outcome(pool, first) == ("counted", None)
+        assert await approval_outcome(pool, posing) == ("refused", "signature_principal_mismatch")
+        assert (await decision(pool, large))["outcome"] == "awaiting_approval"
+    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.outbox WHERE envelope->>"
+                               "'event_type' = 'AuthorizationAllowed' AND envelope->'payload'"
+                               "->'intent'->>'logical_call_id' = $1",
+                               str(large.logical_call_id)) == 0
+
+
+async def test_unsigned_forged_and_revoked_approvals_count_for_nothing(pool, endpoints, tmp_path):
+    """Only a signature that verifies, by a principal whose key is in force, counts; and a
+    service may publish for a person only with role publishes-for-people."""
+    revoked = tmp_path / "principals.yaml"
+    listed = yaml.safe_load(local().principals_file.read_text())
+    for entry in listed["principals"]:
+        if entry["id"] == "finance:b":
+            entry["keys"][0]["revoked_at"] = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    revoked.write_text(yaml.safe_dump(listed), encoding="utf-8")
+    run, agent = ids()
+    large = debit("250.00", run=run, principal=agent)
+    async with running_policy(endpoints, tmp_path, principals_file=revoked) as policy:
+        await policy.propose(large)
+        await decision(pool, large, "awaiting_approval")
+        refused = {
+            "signature_missing": await policy.approve(large, "finance:a", unsigned=True),
+            "signing_key_revoked": await policy.approve(large, "finance:b"),
+            "signer_not_publisher_for_people": await policy.approve(
+                large, "finance:eve", signed_by="svc:impostor", person="finance:eve"),
+            "signature_principal_mismatch": await policy.approve(
+                large, "finance:a", signed_by="console", person="finance:eve"),
+        }
+        for reason, event in refused.items():
+            assert await approval_outcome(pool, event) == ("refused", reason)
+        assert (await decision(pool, large))["outcome"] == "awaiting_approval"
+        by_console = await policy.approve(large, "finance:eve", signed_by="console",
+                                          person="finance:eve")
+        assert await approval_outcome(pool, by_console) == ("counted", None)
+        signed = await policy.approve(large, "finance:a")
+        assert await approval_outcome(pool, signed) == ("counted", None)
+        events = await policy.events(2)
+    chain = Authorization.model_validate(of(events, large)[1][1]).capability.approvals
+    assert sorted(a.approver_id for a in chain) == ["finance:a", "finance:eve"]
 
 
 async def test_a_refusal_by_an_approver_denies_the_call(pool, endpoints, tmp_path):
@@ -432,21 +499,30 @@ async def test_the_approve_and_reject_commands_answer_only_a_call_awaiting_appro
         await policy.propose(mail)
         await decision(pool, mail, "awaiting_approval")
         topic = {"INTENTLEDGER_POLICY_APPROVALS_TOPIC": policy.settings.approvals_topic}
+        unsigned = await _cli(endpoints, "approve", str(mail.logical_call_id), "--approver",
+                              "operator:dana", **topic)
+        assert unsigned.returncode == 2 and "no signing key" in unsigned.stderr
         approved = await _cli(endpoints, "approve", str(mail.logical_call_id), "--approver",
-                              "operator:dana", "--ttl-seconds", "60", "--reason", "checked", **topic)
+                              "operator:dana", "--ttl-seconds", "60", "--reason", "checked",
+                              "--signing-key", str(local().key_file("operator:dana")), **topic)
         assert approved.returncode == 0, approved.stderr
         published = json.loads(approved.stdout)
         assert (published["event_type"], published["payload"]["approver_id"]) == (
             "ApprovalGranted", "operator:dana")
         await decision(pool, mail, "allowed")
-    unknown = await _cli(endpoints, "approve", str(uuid.uuid4()), "--approver", "operator:dana")
+    dana = {"INTENTLEDGER_SIGNING_KEY_FILE": str(local().key_file("operator:dana"))}
+    unknown = await _cli(endpoints, "approve", str(uuid.uuid4()), "--approver", "operator:dana",
+                         **dana)
     assert unknown.returncode == 1 and "has no policy decision" in unknown.stderr
-    decided = await _cli(endpoints, "reject", str(mail.logical_call_id), "--approver", "operator:eve")
+    decided = await _cli(endpoints, "reject", str(mail.logical_call_id), "--approver", "operator:eve",
+                         "--signing-key", str(local().key_file("operator:eve")))
     assert decided.returncode == 1 and "not awaiting approval (it is allowed)" in decided.stderr
 
 
 async def _cli(endpoints: Endpoints, *args: str, **env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+    env = {**{name: value for name, value in os.environ.items()
+              if not name.startswith("INTENTLEDGER_SIGNING_KEY")},
+           "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **env}
     return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "intentledger.cli", *args],
                                    env=env, capture_output=True, text=True, timeout=60)

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from shared.operator.resolve import ResolutionRequest, resolve
+from tests.support.identities import signer
 from services.projection.replay import replay
 from shared import faults
 from tests.support.identities import fresh_principal
@@ -89,9 +90,9 @@ async def test_a_resolved_call_lets_its_run_complete_with_the_evidence_in_its_ti
             "SELECT response FROM wallet.idempotency_keys WHERE operation_key = $1",
             (await call_row(pool, call_id))["operation_key"]))
         verdict = await resolve(stage.endpoints, ResolutionRequest(
-            call_id, "succeeded", "operator:dana", "the wallet's answers were lost",
+            call_id, "succeeded", "the wallet's answers were lost",
             f"wallet receipt {recorded['receipt_id']}", recorded["receipt_id"],
-            recorded["result"]), topic=stage.resolutions)
+            recorded["result"]), topic=stage.resolutions, signer=signer("operator:dana"))
         assert (verdict["status"], verdict["state"]) == ("applied", "SUCCEEDED")
         run = await projected(pool, "runs", "run_id", run_id, where=" AND status = 'completed'")
         resolved = await projected(pool, "events", "logical_call_id", call_id,

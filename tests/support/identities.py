@@ -2,7 +2,10 @@
 
 The services under test require signatures, as their shipped settings do: the session makes a
 principals file and a key per principal (``shared.identity.local``) and points every intake it
-starts at it, through ``INTENTLEDGER_INTAKE_PRINCIPALS_FILE`` (service processes inherit it).
+starts at it, through ``INTENTLEDGER_INTAKE_PRINCIPALS_FILE`` (service processes inherit it),
+and every policy and dispatcher, which verify approvals and resolutions with the same file.
+``console`` signs the console's resolutions for the person signed in (role
+``publishes-for-people``); ``svc:impostor`` is a service without that role.
 ``agent-7`` and ``globex-agent`` act for one tenant each, as in the example principals file,
 so that tests can attack the tenant binding; the other agents act for any tenant.
 """
@@ -13,11 +16,13 @@ import json
 import os
 import tempfile
 import uuid
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from shared.identity.local import Identity, LocalIdentities
 from shared.identity.signatures import PROPOSAL, sign
+from shared.operator.publish import Signer
 
 SESSION = uuid.uuid4().hex[:6]
 FRESH = {prefix: tuple(f"{prefix}-{SESSION}-{n}" for n in range(32)) for prefix in ("agent", "blocked")}
@@ -26,7 +31,9 @@ match them with: the intake knows only the principals its file listed when it st
 are listed beforehand, named per session so that a rerun on the same database starts with
 empty rate windows."""
 PRINCIPALS = (
-    *(Identity(principal_id, ("*",)) for named in FRESH.values() for principal_id in named),
+    # approvers too: a test can then show that even an approver never approves its own call
+    *(Identity(principal_id, ("*",), roles=("approver",))
+      for named in FRESH.values() for principal_id in named),
     Identity("agent-7", ("acme",)),
     Identity("globex-agent", ("globex",)),
     *(Identity(principal_id, ("*",)) for principal_id in (
@@ -34,11 +41,19 @@ PRINCIPALS = (
         "intern-3")),
     Identity("finance:a", ("acme",), "person", ("approver",)),
     Identity("finance:b", ("acme",), "person", ("approver",)),
-    Identity("operator:dana", ("*",), "person", ("operator",)),
+    Identity("operator:dana", ("*",), "person", ("operator", "approver")),
+    Identity("operator:eve", ("*",), "person", ("operator", "approver")),
+    Identity("finance:eve", ("acme",), "person", ("approver",)),
+    Identity("intern:bob", ("acme",), "person"),
+    Identity("agent-approver", ("*",), "agent", ("approver",)),
+    Identity("console", ("*",), "service", ("publishes-for-people",)),
+    Identity("svc:impostor", ("*",), "service"),
 )
 DEFAULT_SIGNER = ("user-42", "acme")
 """Who signs a record whose body names nobody readable (the tests' garbage)."""
 PRINCIPALS_ENV = "INTENTLEDGER_INTAKE_PRINCIPALS_FILE"
+VERIFIERS_ENV = ("INTENTLEDGER_POLICY_PRINCIPALS_FILE", "INTENTLEDGER_DISPATCHER_PRINCIPALS_FILE")
+CONSOLE_KEY_ENV = "INTENTLEDGER_CONSOLE_SIGNING_KEY_FILE"
 
 
 _unused = {prefix: iter(named) for prefix, named in FRESH.items()}
@@ -61,8 +76,15 @@ def local() -> LocalIdentities:
     identities = LocalIdentities(Path(tempfile.mkdtemp(prefix="intentledger-identities-")))
     identities.ensure(PRINCIPALS)
     os.environ["INTENTLEDGER_TEST_IDENTITIES"] = str(identities.directory)
-    os.environ[PRINCIPALS_ENV] = str(identities.principals_file)
+    for name in (PRINCIPALS_ENV, *VERIFIERS_ENV):
+        os.environ[name] = str(identities.principals_file)
+    os.environ[CONSOLE_KEY_ENV] = str(identities.key_file("console"))
     return identities
+
+
+def signer(principal_id: str, person: str | None = None) -> Signer:
+    """How ``principal_id`` signs a decision (for ``person``, when it is a console)."""
+    return Signer(local().signing_key(principal_id), principal_id, person)
 
 
 def signature(value: bytes, principal_id: str | None = None, tenant_id: str | None = None, *,
@@ -86,3 +108,14 @@ def _named(value: bytes) -> tuple[str, str]:
     usable = isinstance(principal, str) and principal in {p.principal_id for p in PRINCIPALS}
     return (principal if usable else DEFAULT_SIGNER[0],
             tenant if isinstance(tenant, str) and tenant else DEFAULT_SIGNER[1])
+
+
+@dataclass(frozen=True)
+class Posing(Signer):
+    """Signs as ``principal_id`` a record naming ``named``: the forgery services must refuse."""
+
+    named: str = ""
+
+    @property
+    def acting(self) -> str:
+        return self.named

@@ -15,7 +15,9 @@ from tests.support.identities import signature
 
 from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.messaging.envelope import Envelope
+from shared.identity.signatures import APPROVAL
 from shared.operator.publish import publish
+from tests.support.identities import signer
 from tests.support.dispatch import Stage, attempts
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits, debits_under
@@ -53,7 +55,8 @@ async def propose(stage: Stage, *messages: dict, traceparent: str | None = None)
 
 
 async def approve(stage: Stage, intent: dict, approver: str, **changes) -> Envelope:
-    """An approver's grant on the approvals topic; ``intent`` is the intake's answer payload."""
+    """An approver's grant on the approvals topic, signed with the approver's session key;
+    ``intent`` is the intake's answer payload."""
     now = datetime.now(UTC)
     fields = {"decision": "granted", "run_id": intent["run_id"], "tenant_id": "acme",
               "logical_call_id": intent["logical_call_id"],
@@ -62,7 +65,9 @@ async def approve(stage: Stage, intent: dict, approver: str, **changes) -> Envel
               "decided_at": now, "expires_at": now + timedelta(minutes=10)}
     envelope = Envelope.new(event_type=APPROVAL_GRANTED, run_id=intent["run_id"], producer="test",
                             payload=ApprovalDecision(**fields | changes).model_dump(mode="json"))
-    await publish(stage.endpoints.kafka_bootstrap, stage.approvals, envelope)
+    await publish(stage.endpoints.kafka_bootstrap, stage.approvals, envelope,
+                  signature=signer(approver).signature(envelope.value(), tenant_id="acme",
+                                                       use=APPROVAL))
     return envelope
 
 

@@ -10,13 +10,21 @@ Two ways to know who is at the console, both configured by environment:
   (``port``): the query API's port is reached by API clients directly, any of which could
   send the header. The deployment lets nothing but the proxy reach the console's port.
 No tokens and no proxy: nobody gets in (fail closed).
+
+What a signed-in person resolves, the console publishes signed with its own key, naming the
+person in the signature (``shared.identity.acting``): the dispatcher believes it only because
+the console's principal has role ``publishes-for-people``. A console anyone can sign in to
+refuses to start without that key.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.identity.signatures import SigningKey, load_signing_key, parse_signing_key
 from shared.topology import LEDGER_RESOLUTIONS
 
 
@@ -48,6 +56,27 @@ class ConsoleSettings(BaseSettings):
         "INTENTLEDGER_DISPATCHER_RESOLUTIONS_TOPIC"))
     """Where the resolve form publishes: the dispatcher's ``resolutions_topic``, read from the
     variable that configures the dispatcher unless the console's own says otherwise."""
+
+    principal_id: str = "console"
+    """The console's principal in the principals file (role ``publishes-for-people``)."""
+    signing_key_file: Path | None = None
+    """The console principal's private JWK; or ``signing_key``, the JWK's JSON itself."""
+    signing_key: SecretStr | None = Field(default=None, repr=False)
+
+    @property
+    def key(self) -> SigningKey | None:
+        if self.signing_key is not None:
+            return parse_signing_key(self.signing_key.get_secret_value(),
+                                     "INTENTLEDGER_CONSOLE_SIGNING_KEY")
+        return load_signing_key(self.signing_key_file) if self.signing_key_file else None
+
+    @model_validator(mode="after")
+    def _a_key_for_anyone_signed_in(self) -> ConsoleSettings:
+        if (self.tokens or self.identity_header) and not (self.signing_key or self.signing_key_file):
+            raise ValueError("people can sign in to the console, and it has no signing key to "
+                             "publish their resolutions with: set "
+                             "INTENTLEDGER_CONSOLE_SIGNING_KEY_FILE (or _SIGNING_KEY)")
+        return self
 
     @model_validator(mode="after")
     def _proxy_header_only_on_its_own_port(self) -> ConsoleSettings:

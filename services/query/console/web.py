@@ -5,7 +5,8 @@ everything through the query API's ``/v1`` endpoints, which accept the console's
 place of a bearer key, with the same tenant scoping. The only write is the resolve form: it
 calls the same resolve operation as ``intentledger resolve`` (a ``Resolution`` on
 ``ledger.resolutions``, applied or refused by the dispatcher under the policy's resolution
-rules), as the signed-in person, never as whoever the form says.
+rules), as the signed-in person, never as whoever the form says: signed with the console's
+key, the person named in the signature's ``person`` claim (``ConsoleSettings``).
 
 Every response carries a content security policy that allows this origin's script and
 stylesheet only (no inline script, no eval, no framing), and the page writes untrusted text
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.query.console.sessions import COOKIE, Sessions, Viewer
 from services.query.console.settings import ConsoleSettings
+from shared.operator.publish import Signer
 from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
 from services.query import reads
 from services.query.access import scoped
@@ -173,11 +175,14 @@ async def resolution(request: web.Request) -> web.Response:
         visible = await reads.get_call(conn, call_id)
     if visible is None:  # another tenant's call is as absent as a call that does not exist
         raise QueryError(404, "not_found", f"logical_call_id {call_id}")
-    resolution = ResolutionRequest(call_id, form.outcome, viewer.operator_id, form.reason, form.evidence,
-                    form.receipt_id or None, form.result)
+    resolution = ResolutionRequest(call_id, form.outcome, form.reason, form.evidence,
+                                   form.receipt_id or None, form.result)
+    key = console.settings.key
+    assert key is not None  # nobody signs in to a console without a key (ConsoleSettings)
+    signer = Signer(key, console.settings.principal_id, person=viewer.operator_id)
     try:
         verdict = await resolve(console.endpoints, resolution, timeout_s=console.settings.resolve_timeout_s,
-                                topic=console.resolutions_topic)
+                                topic=console.resolutions_topic, signer=signer)
     except NoSuchIntent as error:
         raise QueryError(404, "not_found", str(error)) from None
     except ValidationError as error:

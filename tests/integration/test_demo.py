@@ -30,7 +30,7 @@ async def test_the_demo_round_trips_an_event_and_answers_an_agent(endpoints, tmp
     assert "one intent, one debit, reconciled" in result.stdout
     assert "replay" in result.stdout and ": equal" in result.stdout
     assert "policy denied (denied_by_rule); dispatcher calls: 0" in result.stdout
-    assert "refused (approver_is_requester)" in result.stdout
+    assert "refused (principal_lacks_role)" in result.stdout  # the requester is no approver
     assert result.stdout.rstrip().endswith("demo OK")
     url, token = re.search(r"console: (http://\S+/console/)\s+sign in with the token (\S+)",
                            result.stdout).groups()

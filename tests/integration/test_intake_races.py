@@ -10,9 +10,11 @@ import pytest
 from services.proposal_intake.handlers import Intake, RawProposal
 from services.proposal_intake.repository import SCHEMA
 from services.proposal_intake.settings import IntakeSettings
+from shared.identity.principals import PrincipalsWatcher
 from shared.db.schemas import migrate_service
 from shared.db.unit_of_work import UnitOfWork
 from shared.tools import load_registry
+from tests.support.identities import signature
 from tests.support.intake import generic, new_run
 
 pytestmark = pytest.mark.infra
@@ -25,6 +27,11 @@ async def _answer_types(pool, run_id: str) -> list[str]:
     return [row["t"] for row in rows]
 
 
+def _signed(message: dict) -> RawProposal:
+    value = json.dumps(message).encode()
+    return RawProposal(uuid.uuid4(), value, signatures=(signature(value),))
+
+
 async def _in_own_unit_of_work(pool, intake: Intake, raw: RawProposal) -> None:
     async with UnitOfWork(pool, SCHEMA) as uow:
         await intake.take(uow, raw)
@@ -35,7 +42,8 @@ async def _in_own_unit_of_work(pool, intake: Intake, raw: RawProposal) -> None:
                                                       (False, "ProposalRejected")])
 async def test_the_loser_of_a_key_race_is_answered_as_duplicate_or_conflict(pool, same_arguments, expected):
     await migrate_service(pool, SCHEMA)
-    intake = Intake(load_registry(REGISTRY), IntakeSettings())
+    settings = IntakeSettings()
+    intake = Intake(load_registry(REGISTRY), settings, PrincipalsWatcher(settings.principals_file))
     key = f"race-{uuid.uuid4().hex[:8]}"
     first_run, second_run = new_run(), new_run()
     amount = "40.00" if same_arguments else "41.00"
@@ -44,9 +52,8 @@ async def test_the_loser_of_a_key_race_is_answered_as_duplicate_or_conflict(pool
         "operation_key": key, "arguments": {"wallet_id": "w-1", "amount": amount, "currency": "EUR"}}
 
     async with UnitOfWork(pool, SCHEMA) as winner:
-        await intake.take(winner, RawProposal(uuid.uuid4(), json.dumps(first).encode()))
-        loser = asyncio.create_task(_in_own_unit_of_work(
-            pool, intake, RawProposal(uuid.uuid4(), json.dumps(second).encode())))
+        await intake.take(winner, _signed(first))
+        loser = asyncio.create_task(_in_own_unit_of_work(pool, intake, _signed(second)))
         await asyncio.sleep(0.5)
         assert not loser.done(), "the second insert waits on the first one's key"
         await winner.commit()

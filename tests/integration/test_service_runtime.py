@@ -76,7 +76,7 @@ def environments(stage: Stage, relay_schema: str) -> dict[str, dict[str, str]]:
 EXPECTED = {
     # service: (readiness checks, liveness checks)
     "relay": ({"postgres", "migrations", "kafka"}, {"workers"}),
-    "proposal-intake": (CONSUMER_READINESS, {"consumer"}),
+    "proposal-intake": (CONSUMER_READINESS, {"consumer", "background"}),
     "policy": (CONSUMER_READINESS, {"consumer", "background"}),
     "dispatcher": (CONSUMER_READINESS, {"consumer", "background"}),
     "projection": (CONSUMER_READINESS, {"consumer"}),

@@ -18,6 +18,7 @@ from services.policy.sweep import sweep_forever
 from shared.policy.watcher import PolicyWatcher
 from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
+from shared.identity import capability_keys
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
@@ -35,7 +36,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     stopping = stopping or stop_on_signals()
     registry = load_registry(policy_settings.tools_file)  # a bad registry stops us here, loudly
     watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
-    handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
+    handler = PolicyHandler(watcher, registry, capability_keys.signing_key(settings),
                             policy_settings.authorizations_topic)
     service = ConsumerService(
         name="policy", schema=SCHEMA,

@@ -1,0 +1,57 @@
+"""Where capability keys come from: configured, or generated for a local run that says it is
+one; never a silent default."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from pydantic import SecretStr
+
+from shared.config import Settings
+from shared.identity import capability_keys
+from shared.identity.capability_keys import CapabilityKeysMissing, generate, parse_public_keys
+
+BARE = {"capability_signing_key": None, "capability_signing_key_file": None,
+        "capability_public_keys_file": None}
+
+
+def test_without_keys_and_without_dev_mode_no_service_starts(tmp_path):
+    settings = Settings(home=tmp_path, dev_mode=False, **BARE)
+    with pytest.raises(CapabilityKeysMissing, match="INTENTLEDGER_DEV_MODE"):
+        capability_keys.signing_key(settings)
+    with pytest.raises(CapabilityKeysMissing):
+        capability_keys.public_keys(settings)
+    assert not (tmp_path / "identity").exists()
+
+
+def test_dev_mode_generates_one_key_under_home_and_says_so_loudly(tmp_path, caplog):
+    settings = Settings(home=tmp_path, dev_mode=True, **BARE)
+    with caplog.at_level(logging.WARNING):
+        key = capability_keys.signing_key(settings)
+        assert set(capability_keys.public_keys(settings)) == {key.kid}
+    assert capability_keys.signing_key(settings).kid == key.kid  # kept once made
+    assert "DEVELOPMENT MODE" in caplog.text
+
+
+def test_configured_keys_win_and_rotation_keeps_the_old_key_valid(tmp_path):
+    private, keyset = generate(tmp_path / "a", "policy-1")
+    (tmp_path / "a" / "capability-signing-key.jwk").rename(tmp_path / "old.jwk")
+    generate(tmp_path / "a", "policy-2")
+    settings = Settings(home=tmp_path, capability_signing_key=SecretStr(private.read_text()),
+                        capability_public_keys_file=keyset)
+    assert capability_keys.signing_key(settings).kid == "policy-2"
+    assert set(capability_keys.public_keys(settings)) == {"policy-1", "policy-2"}
+
+
+@pytest.mark.parametrize("document", [{"keys": []}, {"kid": "x"}, {"keys": [{"kty": "OKP"}]}])
+def test_a_key_set_is_a_jwks_of_kid_named_ed25519_keys(document):
+    with pytest.raises(ValueError):
+        parse_public_keys(json.dumps(document))
+
+
+def test_a_private_key_in_the_public_set_is_refused(tmp_path):
+    private, _ = generate(tmp_path, "policy-1")
+    with pytest.raises(ValueError, match="private"):
+        parse_public_keys(json.dumps({"keys": [json.loads(private.read_text())]}))

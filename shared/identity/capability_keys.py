@@ -70,20 +70,19 @@ def parse_public_keys(text: str, source: str = "the key set") -> PublicKeys:
     return keys
 
 
-def generate(directory: Path, kid: str) -> tuple[Path, Path]:
-    """A new signing key in ``directory`` and a key set holding its public half (added to
-    the set already there, so that the previous key stays valid during a rotation)."""
-    directory.mkdir(parents=True, exist_ok=True)
+def generate(private: Path, keyset: Path, kid: str) -> None:
+    """A new signing key at ``private`` (never over an existing one: FileExistsError) and its
+    public half added to the key set at ``keyset``, so that the previous key stays valid
+    while verifiers pick up the new one; drop the old entry once nothing it signed is alive."""
+    for folder in (private.parent, keyset.parent):
+        folder.mkdir(parents=True, exist_ok=True)
     key = generate_signing_key(kid)
-    private = directory / SIGNING_KEY_FILE
     save_signing_key(key, private)
-    keyset = directory / PUBLIC_KEYS_FILE
     entries = json.loads(keyset.read_text())["keys"] if keyset.exists() else []
     entries = [entry for entry in entries if entry.get("kid") != kid] + [key.as_dict(private=False)]
     temporary = keyset.with_suffix(".tmp")
     temporary.write_text(json.dumps({"keys": entries}, indent=2))
     temporary.replace(keyset)
-    return private, keyset
 
 
 def _development_keys(settings: Settings) -> Path:
@@ -94,7 +93,7 @@ def _development_keys(settings: Settings) -> Path:
             "`intentledger keys generate`; or INTENTLEDGER_DEV_MODE=true for a local run")
     directory = settings.home / "identity"
     if not (directory / SIGNING_KEY_FILE).exists():
-        generate(directory, DEV_KID)
+        generate(directory / SIGNING_KEY_FILE, directory / PUBLIC_KEYS_FILE, DEV_KID)
     log.warning("DEVELOPMENT MODE: capabilities are signed and checked with the development "
                 "key in %s; never run a deployment like this", directory)
     return directory

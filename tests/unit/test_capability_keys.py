@@ -36,9 +36,12 @@ def test_dev_mode_generates_one_key_under_home_and_says_so_loudly(tmp_path, capl
 
 
 def test_configured_keys_win_and_rotation_keeps_the_old_key_valid(tmp_path):
-    private, keyset = generate(tmp_path / "a", "policy-1")
-    (tmp_path / "a" / "capability-signing-key.jwk").rename(tmp_path / "old.jwk")
-    generate(tmp_path / "a", "policy-2")
+    keyset = tmp_path / "public" / "keys.jwks"
+    generate(tmp_path / "old.jwk", keyset, "policy-1")
+    private = tmp_path / "new.jwk"
+    generate(private, keyset, "policy-2")
+    with pytest.raises(FileExistsError):  # a key is never overwritten
+        generate(private, keyset, "policy-3")
     settings = Settings(home=tmp_path, capability_signing_key=SecretStr(private.read_text()),
                         capability_public_keys_file=keyset)
     assert capability_keys.signing_key(settings).kid == "policy-2"
@@ -52,6 +55,7 @@ def test_a_key_set_is_a_jwks_of_kid_named_ed25519_keys(document):
 
 
 def test_a_private_key_in_the_public_set_is_refused(tmp_path):
-    private, _ = generate(tmp_path, "policy-1")
+    private = tmp_path / "policy.jwk"
+    generate(private, tmp_path / "keys.jwks", "policy-1")
     with pytest.raises(ValueError, match="private"):
         parse_public_keys(json.dumps({"keys": [json.loads(private.read_text())]}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from joserfc.jwk import OKPKey
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 DEV_KID = "policy-dev"
 SIGNING_KEY_FILE = "capability-signing-key.jwk"
 PUBLIC_KEYS_FILE = "capability-public-keys.jwks"
+SIGNING_KEY_FILE_ENV = "INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE"
+PUBLIC_KEYS_FILE_ENV = "INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE"
 
 
 class CapabilityKeysMissing(RuntimeError):
@@ -85,15 +88,32 @@ def generate(private: Path, keyset: Path, kid: str) -> None:
     temporary.replace(keyset)
 
 
+def local_environment(settings: Settings) -> dict[str, str]:
+    """For what starts the services as processes on one machine (``make demo``, the fault
+    protocols, the benchmark): the variables naming a key generated once under
+    ``<home>/identity``, made before any process starts so that none of them races to make it.
+    Keys the environment already names (a test session's) win: then nothing is returned."""
+    if os.environ.get(SIGNING_KEY_FILE_ENV) and os.environ.get(PUBLIC_KEYS_FILE_ENV):
+        return {}
+    directory = _local_keys(settings.home)
+    return {SIGNING_KEY_FILE_ENV: str(directory / SIGNING_KEY_FILE),
+            PUBLIC_KEYS_FILE_ENV: str(directory / PUBLIC_KEYS_FILE)}
+
+
+def _local_keys(home: Path) -> Path:
+    directory = home / "identity"
+    if not (directory / SIGNING_KEY_FILE).exists():
+        generate(directory / SIGNING_KEY_FILE, directory / PUBLIC_KEYS_FILE, DEV_KID)
+    return directory
+
+
 def _development_keys(settings: Settings) -> Path:
     if not settings.dev_mode:
         raise CapabilityKeysMissing(
             "no capability keys: set INTENTLEDGER_CAPABILITY_SIGNING_KEY(_FILE) (policy) and "
             "INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE (everyone), e.g. from "
-            "`intentledger keys generate`; or INTENTLEDGER_DEV_MODE=true for a local run")
-    directory = settings.home / "identity"
-    if not (directory / SIGNING_KEY_FILE).exists():
-        generate(directory / SIGNING_KEY_FILE, directory / PUBLIC_KEYS_FILE, DEV_KID)
+            "`intentledger keys capability`; or INTENTLEDGER_DEV_MODE=true for a local run")
+    directory = _local_keys(settings.home)
     log.warning("DEVELOPMENT MODE: capabilities are signed and checked with the development "
                 "key in %s; never run a deployment like this", directory)
     return directory

@@ -59,3 +59,17 @@ def test_a_private_key_in_the_public_set_is_refused(tmp_path):
     generate(private, tmp_path / "keys.jwks", "policy-1")
     with pytest.raises(ValueError, match="private"):
         parse_public_keys(json.dumps({"keys": [json.loads(private.read_text())]}))
+
+
+def test_what_starts_local_processes_makes_the_key_once_before_they_start(tmp_path, monkeypatch):
+    for name in (capability_keys.SIGNING_KEY_FILE_ENV, capability_keys.PUBLIC_KEYS_FILE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    env = capability_keys.local_environment(Settings(home=tmp_path))
+    assert capability_keys.local_environment(Settings(home=tmp_path)) == env  # kept once made
+    named = Settings(home=tmp_path, dev_mode=False, capability_signing_key=None,
+                     capability_signing_key_file=env[capability_keys.SIGNING_KEY_FILE_ENV],
+                     capability_public_keys_file=env[capability_keys.PUBLIC_KEYS_FILE_ENV])
+    assert set(capability_keys.public_keys(named)) == {capability_keys.signing_key(named).kid}
+    monkeypatch.setenv(capability_keys.SIGNING_KEY_FILE_ENV, "/session/policy.jwk")
+    monkeypatch.setenv(capability_keys.PUBLIC_KEYS_FILE_ENV, "/session/keys.jwks")
+    assert capability_keys.local_environment(Settings(home=tmp_path)) == {}  # the session's win

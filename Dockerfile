@@ -36,7 +36,10 @@ LABEL org.opencontainers.image.title="intentledger" \
 # A fixed numeric UID/GID, so orchestrators can enforce runAsNonRoot and volumes can be chowned.
 RUN groupadd --system --gid 10001 intentledger \
  && useradd --system --no-log-init --uid 10001 --gid 10001 --create-home \
-            --home-dir /home/intentledger --shell /usr/sbin/nologin intentledger
+            --home-dir /home/intentledger --shell /usr/sbin/nologin intentledger \
+ && install -d -o 10001 -g 10001 -m 0700 /home/intentledger/keys/signing \
+ && install -d -o 10001 -g 10001 -m 0755 /home/intentledger/keys/public
+# (Mount points of the capability keys, so that a new named volume is the service user's.)
 # Root-owned: the service user can run the code and read the configuration, never change them.
 COPY --from=builder /opt/venv /opt/venv
 COPY config/ /etc/intentledger/

@@ -12,6 +12,7 @@ import importlib
 import json
 import sys
 import uuid
+from pathlib import Path
 
 from intentledger import __version__
 from shared.config import Settings
@@ -106,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--kid", required=True, help="the key's id, unique in the principals file")
     generate.add_argument("--curve", choices=["Ed25519", "P-256"], default="Ed25519")
     generate.add_argument("--out", required=True, help="where the private JWK is written (0600)")
+    capability = keys_actions.add_parser("capability", help="the policy's capability signing key "
+                                         "(a private JWK) and the public key set (JWKS) it joins")
+    capability.add_argument("--kid", required=True, help="the key's id, e.g. policy-2026-12")
+    capability.add_argument("--out", required=True, help="the private JWK, for the policy only")
+    capability.add_argument("--public", required=True, help="the JWKS every verifier reads; "
+                            "the new key is added to it (rotation)")
+    capability.add_argument("--if-absent", action="store_true",
+                            help="succeed without writing when --out exists (a one-shot init)")
 
     _operator_commands(commands)
 
@@ -144,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_resolve(settings, args))
     if args.command in ("runs", "unknown", "dlq"):
         return asyncio.run(_operator(settings, args))
+    if args.command == "keys" and args.keys_action == "capability":
+        return _generate_capability_key(args.kid, Path(args.out), Path(args.public),
+                                        args.if_absent)
     if args.command == "keys":
         return _generate_key(args.kid, args.curve, args.out)
     if args.command == "chaos":
@@ -222,6 +234,21 @@ def _signer(path: str | None, principal_id: str):
               file=sys.stderr)
         return None
     return Signer(key, principal_id)
+
+
+def _generate_capability_key(kid: str, out: Path, public: Path, if_absent: bool) -> int:
+    from shared.identity.capability_keys import generate
+
+    if if_absent and out.exists():
+        print(f"intentledger: {out} exists; kept")
+        return 0
+    try:
+        generate(out, public, kid)
+    except FileExistsError:
+        print(f"intentledger: {out} exists; a key is never overwritten", file=sys.stderr)
+        return 1
+    print(f"intentledger: capability key {kid} written to {out}; its public half is in {public}")
+    return 0
 
 
 def _generate_key(kid: str, curve: str, out: str) -> int:

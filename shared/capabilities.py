@@ -1,48 +1,90 @@
-"""Signing and checking capabilities: the policy signs, the dispatcher checks at dispatch.
+"""Signing and checking capabilities: the policy signs, the dispatcher and every downstream check.
 
-HMAC-SHA256 with a secret both services share (``INTENTLEDGER_CAPABILITY_SECRET``; a
-Kubernetes Secret in production). A capability read back from Kafka or the database is
-trusted only if its signature matches its fields and it is bound to the very intent about to
-be dispatched.
+A capability's ``signature`` is a compact JWS with a detached payload (RFC 7515 appendix F)
+over the RFC 8785 form of every other field, signed with the policy's Ed25519 key. Its
+protected header names the key (``kid``) and the use (``typ``
+``intentledger-capability+jws``). Only the policy holds the private key; everyone else
+verifies with a set of public keys by ``kid`` (``shared.identity.capability_keys``), so that a
+holder of another service's credentials can forge nothing, and several keys can be valid at
+once while the policy's key is rotated. A capability signed by a kid outside the set (rotated
+out) is refused.
+
+All cryptography is joserfc's; nothing here computes a signature.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+from joserfc import jws
+from joserfc.errors import JoseError
+from joserfc.jwk import OKPKey
 
 from shared.contracts.authorizations import Capability
 from shared.contracts.intake import Intent
 from shared.tools.jcs import jcs
 
+TYP = "intentledger-capability+jws"
+_REGISTRY = jws.JWSRegistry(algorithms=["Ed25519"])
 _BOUND_FIELDS = ("run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
                  "tool_name", "tool_version", "arguments_hash", "deadline_at", "run_max_attempts")
+_UNSIGNED = "e30..AA"
+"""A placeholder of the signature's shape, replaced before the capability leaves ``sign``."""
+PublicKeys = Mapping[str, OKPKey]
+"""The keys a capability may be signed with, by ``kid``."""
 
 
-def sign(claims: dict[str, Any], secret: bytes) -> Capability:
+def sign(claims: dict[str, Any], key: OKPKey) -> Capability:
     """``claims``: every Capability field but ``signature``. They are signed in the form the
     capability serializes to, so the bytes checked later are the bytes signed now."""
-    unsigned = Capability.model_validate(claims | {"signature": "0" * 64})
-    normalized = unsigned.model_dump(mode="json", exclude={"signature"})
-    return unsigned.model_copy(update={"signature": _mac(normalized, secret)})
+    if not key.kid:
+        raise ValueError("the capability signing key has no kid")
+    unsigned = Capability.model_validate(claims | {"signature": _UNSIGNED})
+    payload = jcs(unsigned.model_dump(mode="json", exclude={"signature"}))
+    token = jws.serialize_compact({"alg": "Ed25519", "kid": key.kid, "typ": TYP}, payload, key,
+                                  registry=_REGISTRY)
+    return unsigned.model_copy(update={"signature": jws.detach_compact_content(token)})
 
 
-def refusal(capability: Capability, intent: Intent, secret: bytes, now: datetime) -> str | None:
+def signature_refusal(capability: Capability, keys: PublicKeys) -> str | None:
+    """Why this capability's signature does not hold, or None: signed by a key of ``keys``
+    over these very fields."""
+    payload = jcs(capability.model_dump(mode="json", exclude={"signature"}))
+    try:
+        extracted = jws.extract_compact(capability.signature.encode(), payload, _REGISTRY)
+    except (JoseError, ValueError):
+        return "capability_signature_invalid"
+    header = extracted.protected
+    public = keys.get(str(header.get("kid")))
+    if public is None:
+        return "capability_key_unknown"
+    if header.get("typ") != TYP or header.get("alg") != "Ed25519":
+        return "capability_signature_invalid"
+    try:
+        holds = jws.validate_compact(extracted, public, registry=_REGISTRY)
+    except (JoseError, ValueError):
+        return "capability_signature_invalid"
+    return None if holds else "capability_signature_invalid"
+
+
+def refusal(capability: Capability, intent: Intent, keys: PublicKeys, now: datetime) -> str | None:
     """Why this capability does not authorize this intent now, or None when it does: a valid
     signature, every identifying field of the intent (its deadline and attempt budget too),
     the arguments themselves against the signed hash, and nothing expired."""
-    claims = capability.model_dump(mode="json", exclude={"signature"})
-    if not hmac.compare_digest(capability.signature, _mac(claims, secret)):
-        return "capability_signature_invalid"
+    if reason := signature_refusal(capability, keys):
+        return reason
     for field in _BOUND_FIELDS:
         if str(getattr(capability, field)) != str(getattr(intent, field)):
             return "capability_not_for_this_intent"
-    # The hash is signed; the arguments travel beside it unsigned. What will be sent must be
-    # what was hashed (canonical arguments are their own RFC 8785 form).
-    if hashlib.sha256(jcs(intent.canonical_arguments)).hexdigest() != capability.arguments_hash:
+    if arguments_hash(intent.canonical_arguments) != capability.arguments_hash:
         return "capability_not_for_this_intent"
+    return expiry_refusal(capability, now)
+
+
+def expiry_refusal(capability: Capability, now: datetime) -> str | None:
     if capability.expires_at <= now:
         return "capability_expired"
     if any(approval.expires_at <= now for approval in capability.approvals):
@@ -50,5 +92,7 @@ def refusal(capability: Capability, intent: Intent, secret: bytes, now: datetime
     return None
 
 
-def _mac(claims: dict[str, Any], secret: bytes) -> str:
-    return hmac.new(secret, jcs(claims), hashlib.sha256).hexdigest()
+def arguments_hash(canonical_arguments: dict[str, Any]) -> str:
+    """The hash a capability signs: canonical arguments are their own RFC 8785 form, so what
+    will be sent must be what was hashed."""
+    return hashlib.sha256(jcs(canonical_arguments)).hexdigest()

@@ -40,9 +40,16 @@ class Settings(BaseSettings):
     database_name: str = "intentledger"
     postgres_fast: bool = False
     """Benchmarks only: fsync and synchronous_commit off, so a crash may lose commits."""
-    capability_secret: SecretStr = SecretStr("intentledger-development-only")
-    """HMAC key the policy signs capabilities with and the dispatcher checks them with. The
-    default is for local runs only; deployments set it from a secret."""
+    capability_signing_key: SecretStr | None = None
+    """The policy's private Ed25519 JWK (its JSON) that signs capabilities; the policy's alone."""
+    capability_signing_key_file: Path | None = None
+    """The same, from a file (e.g. a mounted Kubernetes Secret)."""
+    capability_public_keys_file: Path | None = None
+    """A JWKS of the policy's public keys, by kid: what the dispatcher and the downstreams
+    verify capabilities with. List the old and the new key while rotating."""
+    dev_mode: bool = False
+    """Local runs only: without keys configured, generate a development capability key under
+    ``<home>/identity`` (logged as a warning) instead of refusing to start."""
     infra_mode: Literal["auto", "local", "docker"] = "auto"
     """How ``infra up`` runs services: ``auto`` uses Docker when a daemon answers, else local processes."""
 

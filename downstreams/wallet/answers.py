@@ -10,7 +10,10 @@ functions, so they cannot drift. For a request the order of the checks is the co
 2. **key** — settled before: the recorded answer (``replayed``), whatever else is wrong with
    this request: refusing it would deny an effect that exists. Settled for other arguments:
    ``rejected`` ``operation_key_reused``.
-3. **the request itself** — a tool it does not serve, arguments that do not fit, a passed deadline, or a
+3. **the request itself** — a capability that does not authorize it
+   (``shared.downstream.capability_check``: missing, forged, signed by a key rotated out,
+   for another key, tool, tenant or arguments, or expired), a tool it does not serve,
+   arguments that do not fit, a passed deadline, or a
    refusal injected at ``wallet.refuse`` (``drop``; ``wallet.refuse_refund`` refuses refunds
    only, the compensation that cannot succeed): ``rejected``, the key is released
    unsettled, so a lookup answers ``not_found`` and a later request under the key is new.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import asyncpg
@@ -36,6 +40,7 @@ from downstreams.wallet.effects import ARGUMENTS, apply
 from downstreams.wallet.repository import SCHEMA
 from shared import faults
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested, ReceiptStatus
+from shared.downstream.capability_check import CapabilityCheck, CapabilityReason
 from shared.downstream.fences import admit
 from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
                                                 release_key, request_hash)
@@ -54,7 +59,8 @@ class Lookup(BaseModel):
     logical_call_id: uuid.UUID
 
 
-async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested) -> EffectReceipt:
+async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested,
+                 check: CapabilityCheck) -> EffectReceipt:
     """Settle the key at most once; every later request under it gets the recorded answer."""
     await faults.hit("wallet.delay")
     if not await admit(conn, SCHEMA, run_id, request.fence):
@@ -64,8 +70,9 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
         return _replayed(request, claim.response)
     if claim.status == "reused":
         return _rejected(request, WalletReason.OPERATION_KEY_REUSED)
-    arguments = await _admissible(request)
-    if isinstance(arguments, WalletReason):
+    refused = check.refusal(request)
+    arguments = refused or await _admissible(request)
+    if isinstance(arguments, StrEnum):
         await release_key(conn, SCHEMA, request.operation_key)
         return _rejected(request, arguments)
     result, reason = await apply(conn, request, arguments)
@@ -115,7 +122,7 @@ def _receipt(asked: EffectRequested | Lookup, status: ReceiptStatus, **fields: A
                          attempt=asked.attempt, status=status, **fields)
 
 
-def _rejected(asked: EffectRequested, reason: WalletReason) -> EffectReceipt:
+def _rejected(asked: EffectRequested, reason: WalletReason | CapabilityReason) -> EffectReceipt:
     return _receipt(asked, "rejected", reason=reason, receipt_id=new_event_id())
 
 

@@ -18,6 +18,7 @@ from shared import faults
 from shared.contracts.effect_requests import (EFFECT_RECEIPT_ISSUED, EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
 from shared.db.unit_of_work import UnitOfWork
+from shared.downstream.capability_check import CapabilityCheck
 from shared.errors import RetryableError
 from shared.messaging.envelope import Envelope, parse
 
@@ -25,20 +26,26 @@ log = logging.getLogger(__name__)
 PRODUCER = "wallet"
 
 
-async def effect_requested(uow: UnitOfWork, envelope: Envelope) -> None:
-    await _transient_failure()
-    asked = parse(envelope, EffectRequested)
-    receipt = await answer(uow.connection, envelope.run_id, asked)
-    if not await _receipt_dropped(receipt):
+class WalletInbox:
+    """The routes' holder: it keeps the capability check every request goes through."""
+
+    def __init__(self, check: CapabilityCheck) -> None:
+        self._check = check
+
+    async def effect_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        await _transient_failure()
+        asked = parse(envelope, EffectRequested)
+        receipt = await answer(uow.connection, envelope.run_id, asked, self._check)
+        if not await _receipt_dropped(receipt):
+            _reply(uow, envelope, asked.reply_topic, receipt)
+
+    async def lookup_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        await _transient_failure()
+        asked = parse(envelope, EffectLookupRequested)
+        receipt = await answer_lookup(uow.connection, Lookup(
+            run_id=envelope.run_id,
+            **asked.model_dump(include={"operation_key", "fence", "attempt", "logical_call_id"})))
         _reply(uow, envelope, asked.reply_topic, receipt)
-
-
-async def lookup_requested(uow: UnitOfWork, envelope: Envelope) -> None:
-    await _transient_failure()
-    asked = parse(envelope, EffectLookupRequested)
-    receipt = await answer_lookup(uow.connection, Lookup(run_id=envelope.run_id, **asked.model_dump(
-        include={"operation_key", "fence", "attempt", "logical_call_id"})))
-    _reply(uow, envelope, asked.reply_topic, receipt)
 
 
 def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectReceipt) -> None:

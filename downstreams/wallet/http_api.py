@@ -4,7 +4,8 @@
 ``POST /effects`` performs an effect. Headers: ``Idempotency-Key`` (the operation key),
 ``Intentledger-Run-Id``, ``Intentledger-Fence``, ``Intentledger-Attempt``,
 ``Intentledger-Logical-Call-Id``, ``Intentledger-Deadline`` (RFC 3339, with an offset).
-Body: ``{"tool_name", "tool_version", "canonical_arguments"}``.
+Body: ``{"tool_name", "tool_version", "canonical_arguments", "capability"}`` (the policy's
+signed capability, checked as on Kafka).
 
 ``GET /effects/{operation_key}`` is the status lookup by key (headers as above, without
 ``Idempotency-Key`` and ``Intentledger-Deadline``). It raises the run's fence like a request.
@@ -37,27 +38,30 @@ from pydantic import BaseModel, ValidationError
 
 from downstreams.wallet.answers import Lookup, answer, answer_lookup
 from shared import faults
+from shared.downstream.capability_check import CapabilityCheck
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
 from shared.tracing import continuing
 
 log = logging.getLogger(__name__)
 POOL = web.AppKey("pool", asyncpg.Pool)
+CHECK = web.AppKey("capability_check", CapabilityCheck)
 HTTP_STATUS = {"applied": 200, "rejected": 422, "stale": 409, "not_found": 404}
 CALL_HEADERS = {"run_id": "Intentledger-Run-Id", "fence": "Intentledger-Fence",
                 "attempt": "Intentledger-Attempt", "logical_call_id": "Intentledger-Logical-Call-Id"}
 SEND_HEADERS = {"operation_key": "Idempotency-Key", **CALL_HEADERS,
                 "deadline_at": "Intentledger-Deadline"}
-BODY_FIELDS = {"tool_name", "tool_version", "canonical_arguments"}
+BODY_FIELDS = {"tool_name", "tool_version", "canonical_arguments", "capability"}
 M = TypeVar("M", bound=BaseModel)
 SHUTDOWN_S = 10.0
 """How long requests in flight may take to finish on stop (within Kubernetes' 30 s grace)."""
 
 
 @asynccontextmanager
-async def serving(pool: asyncpg.Pool, host: str, port: int) -> AsyncIterator[None]:
+async def serving(pool: asyncpg.Pool, check: CapabilityCheck, host: str,
+                  port: int) -> AsyncIterator[None]:
     """Listen while inside; on leaving, stop accepting and let requests in flight finish
     (their transactions commit or roll back whole) before the pool closes."""
-    runner = web.AppRunner(create_app(pool), access_log=None, shutdown_timeout=SHUTDOWN_S)
+    runner = web.AppRunner(create_app(pool, check), access_log=None, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
@@ -74,9 +78,10 @@ async def _traced(request: web.Request, handler) -> web.StreamResponse:
         return await handler(request)
 
 
-def create_app(pool: asyncpg.Pool) -> web.Application:
+def create_app(pool: asyncpg.Pool, check: CapabilityCheck) -> web.Application:
     app = web.Application(middlewares=[_traced])
     app[POOL] = pool
+    app[CHECK] = check
     app.router.add_post("/effects", post_effect)
     app.router.add_get("/effects/{operation_key}", get_effect)
     app.router.add_get("/healthz", healthz)
@@ -89,7 +94,7 @@ async def post_effect(request: web.Request) -> web.StreamResponse:
     run_id = _run_id(fields.pop("run_id"))
     effect = _valid(EffectRequested, await _body(request) | fields, SEND_HEADERS)
     async with request.app[POOL].acquire() as conn, conn.transaction():
-        receipt = await answer(conn, run_id, effect)
+        receipt = await answer(conn, run_id, effect, request.app[CHECK])
     try:
         await faults.hit("wallet.http.after_commit_drop_response")
     except faults.ResponseDropped:

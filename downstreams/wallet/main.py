@@ -8,17 +8,23 @@ import os
 from functools import partial
 
 from shared.db.schemas import expect_migrated, migrate_service
+from downstreams.wallet.handlers import WalletInbox
 from downstreams.wallet.http_api import serving
 from downstreams.wallet.repository import SCHEMA
 from downstreams.wallet.routes import ROUTES
 from downstreams.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Settings
+from shared.downstream.capability_check import CapabilityCheck
+from shared.identity import capability_keys
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.topology import EFFECTS_WALLET
+
+COMPENSATING_TOOLS = ("wallet.refund",)
+"""Sent by the dispatcher as compensations, without a capability (docs/downstreams.md)."""
 
 
 async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None = None,
@@ -28,13 +34,15 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
     if wallet_settings.faults:
         faults.configure(",".join(filter(None, (os.environ.get("INTENTLEDGER_FAULTS", ""),
                                                 wallet_settings.faults))))
+    check = CapabilityCheck(capability_keys.public_keys(settings),
+                            compensating_tools=COMPENSATING_TOOLS)
     service = ConsumerService(
         name="wallet", schema=SCHEMA,
-        routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}),
+        routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}, WalletInbox(check)),
         writes=(wallet_settings.reply_topic,),
         crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size)
     http_api = None if wallet_settings.http_port is None else partial(
-        serving, host=wallet_settings.http_host, port=wallet_settings.http_port)
+        serving, check=check, host=wallet_settings.http_host, port=wallet_settings.http_port)
     return await serve(service, settings,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from downstreams.wallet.handlers import effect_requested, lookup_requested
+from downstreams.wallet.handlers import WalletInbox
 from shared.contracts.effect_requests import EFFECT_LOOKUP_REQUESTED, EFFECT_REQUESTED
 from shared.messaging.routes import Routes
 from shared.topology import EFFECTS_WALLET
 
 ROUTES: Routes = {
-    EFFECTS_WALLET: {EFFECT_REQUESTED: effect_requested, EFFECT_LOOKUP_REQUESTED: lookup_requested},
+    EFFECTS_WALLET: {EFFECT_REQUESTED: WalletInbox.effect_requested,
+                     EFFECT_LOOKUP_REQUESTED: WalletInbox.lookup_requested},
 }

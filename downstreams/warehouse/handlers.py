@@ -29,6 +29,7 @@ from shared import faults
 from shared.contracts.effect_requests import (EFFECT_RECEIPT_ISSUED, EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
 from shared.db.unit_of_work import UnitOfWork
+from shared.downstream.capability_check import CapabilityCheck, CapabilityReason
 from shared.downstream.fences import admit
 from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
                                                 request_hash)
@@ -43,24 +44,37 @@ class _DeadlinePassed(Exception):
     """Raised inside the claim's savepoint so that rolling it back leaves the key unsettled."""
 
 
-async def effect_requested(uow: UnitOfWork, envelope: Envelope) -> None:
-    await faults.hit("warehouse.delay")
-    question = parse(envelope, EffectRequested)
-    receipt = await answer(uow.connection, envelope.run_id, question)
-    try:
-        await faults.hit("warehouse.after_commit_drop_response")
-    except faults.ResponseDropped:
-        log.warning("fault: %s answered %s, receipt dropped", question.operation_key,
-                    receipt.status)
-        return
-    _reply(uow, envelope, question.reply_topic, receipt)
+class _Unauthorized(Exception):
+    """Likewise, for a request its capability does not authorize."""
+
+    def __init__(self, reason: CapabilityReason) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
-async def lookup_requested(uow: UnitOfWork, envelope: Envelope) -> None:
-    await faults.hit("warehouse.delay")
-    question = parse(envelope, EffectLookupRequested)
-    _reply(uow, envelope, question.reply_topic,
-           await answer_lookup(uow.connection, envelope.run_id, question))
+class WarehouseInbox:
+    """The routes' holder: it keeps the capability check every request goes through."""
+
+    def __init__(self, check: CapabilityCheck) -> None:
+        self._check = check
+
+    async def effect_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        await faults.hit("warehouse.delay")
+        question = parse(envelope, EffectRequested)
+        receipt = await answer(uow.connection, envelope.run_id, question, self._check)
+        try:
+            await faults.hit("warehouse.after_commit_drop_response")
+        except faults.ResponseDropped:
+            log.warning("fault: %s answered %s, receipt dropped", question.operation_key,
+                        receipt.status)
+            return
+        _reply(uow, envelope, question.reply_topic, receipt)
+
+    async def lookup_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        await faults.hit("warehouse.delay")
+        question = parse(envelope, EffectLookupRequested)
+        _reply(uow, envelope, question.reply_topic,
+               await answer_lookup(uow.connection, envelope.run_id, question))
 
 
 def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectReceipt) -> None:
@@ -69,14 +83,15 @@ def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectRecei
         payload=receipt.model_dump(mode="json"), causation=envelope))
 
 
-async def answer(conn: asyncpg.Connection, run_id: str,
-                 request: EffectRequested) -> EffectReceipt:
+async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested,
+                 check: CapabilityCheck) -> EffectReceipt:
     """Settle the key once; every later request under it gets the recorded answer.
 
-    Refusals that say nothing about the intent itself (stale fence, unsupported tool, invalid
-    arguments, deadline passed) leave the key unsettled: the intent may still be carried out
-    by a request that is fenced, supported, well-formed and on time. The deadline is checked
-    after the claim, so a key settled earlier is still answered truthfully (a replay applies
+    Refusals that say nothing about the intent itself (stale fence, a capability that does not
+    authorize the request, unsupported tool, invalid arguments, deadline passed) leave the key
+    unsettled: the intent may still be carried out by a request that is authorized, fenced,
+    supported, well-formed and on time. The capability and the deadline are checked after the
+    claim, so a key settled earlier is still answered truthfully (a replay applies
     nothing), and a late claim is undone by rolling back its savepoint."""
     identity = {"operation_key": request.operation_key, "logical_call_id": request.logical_call_id,
                 "attempt": request.attempt}
@@ -97,6 +112,8 @@ async def answer(conn: asyncpg.Connection, run_id: str,
                 return _replayed(claim.response, identity)
             if claim.status == "reused":
                 return _refused(identity, WarehouseReason.OPERATION_KEY_REUSED)
+            if refused := check.refusal(request):
+                raise _Unauthorized(refused)
             if request.deadline_at <= datetime.now(UTC):
                 raise _DeadlinePassed
             result, reason = await operation.apply(conn, arguments, request)
@@ -107,6 +124,8 @@ async def answer(conn: asyncpg.Connection, run_id: str,
             return receipt
     except _DeadlinePassed:
         return _refused(identity, WarehouseReason.DEADLINE_PASSED)
+    except _Unauthorized as refusal:
+        return _refused(identity, refusal.reason)
 
 
 async def answer_lookup(conn: asyncpg.Connection, run_id: str,
@@ -131,7 +150,7 @@ def _replayed(recorded: dict, identity: dict) -> EffectReceipt:
                                                                "settled_by_attempt": settled_by})
 
 
-def _refused(identity: dict, reason: WarehouseReason) -> EffectReceipt:
+def _refused(identity: dict, reason: WarehouseReason | CapabilityReason) -> EffectReceipt:
     return EffectReceipt(**identity, status="rejected", reason=reason)
 
 

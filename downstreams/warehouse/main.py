@@ -6,16 +6,22 @@ import asyncio
 import os
 
 from shared.db.schemas import expect_migrated, migrate_service
+from downstreams.warehouse.handlers import WarehouseInbox
 from downstreams.warehouse.repository import SCHEMA
 from downstreams.warehouse.routes import ROUTES
 from downstreams.warehouse.settings import WarehouseSettings
 from shared import faults
 from shared.config import Settings
+from shared.downstream.capability_check import CapabilityCheck
+from shared.identity import capability_keys
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.topology import EFFECTS_WAREHOUSE
+
+COMPENSATING_TOOLS = ("inventory.release",)
+"""Sent by the dispatcher as compensations, without a capability (docs/downstreams.md)."""
 
 
 async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSettings | None = None,
@@ -27,7 +33,9 @@ async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSetting
                                                 warehouse_settings.faults))))
     service = ConsumerService(
         name="warehouse", schema=SCHEMA,
-        routes=Router(ROUTES, {EFFECTS_WAREHOUSE: warehouse_settings.request_topic}),
+        routes=Router(ROUTES, {EFFECTS_WAREHOUSE: warehouse_settings.request_topic},
+                      WarehouseInbox(CapabilityCheck(capability_keys.public_keys(settings),
+                                                     compensating_tools=COMPENSATING_TOOLS))),
         writes=(warehouse_settings.reply_topic,),
         crash_point="warehouse.after_commit", batch_size=warehouse_settings.batch_size)
     return await serve(service, settings,

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.config import Endpoints
+from shared.config import Endpoints, Settings
+from shared.identity import capability_keys
 
 READY_MARK = b" started"
 """Every service logs ``<name> started ...`` once its consumer (or the relay's workers) run."""
@@ -78,7 +79,8 @@ class Stack:
             replica.env = env
         offset = replica.log_path.stat().st_size if replica.log_path.exists() else 0
         inherited = {name: value for name, value in os.environ.items() if name not in PER_PROCESS}
-        full_env = {**inherited, "INTENTLEDGER_KAFKA_BOOTSTRAP": self._endpoints.kafka_bootstrap,
+        full_env = {**inherited, **capability_keys.local_environment(Settings()),
+                    "INTENTLEDGER_KAFKA_BOOTSTRAP": self._endpoints.kafka_bootstrap,
                     "INTENTLEDGER_DATABASE_URL": self._endpoints.database_url, **replica.env}
         with replica.log_path.open("ab") as log:
             replica.process = subprocess.Popen(

@@ -20,6 +20,7 @@ from shared.db.schemas import migrate_all
 from shared import infra
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
+from shared.identity import capability_keys
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import IdempotentConsumer
@@ -137,7 +138,8 @@ def _start_service(name: str, endpoints: Endpoints, settings: Settings,
                    extra_env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen]:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"demo-{name}.log"
-    env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+    env = {**os.environ, **capability_keys.local_environment(settings),
+           "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
            "INTENTLEDGER_DATABASE_URL": endpoints.database_url, **(extra_env or {})}
     env.pop("INTENTLEDGER_HEALTH_PORT", None)  # six services on one host: one port would collide
     process = subprocess.Popen([sys.executable, "-m", "intentledger.cli", "serve", name], env=env,

@@ -45,7 +45,7 @@ class Refusal:
     detail: str
 
 
-def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
+def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, keys: capabilities.PublicKeys,
                         now: datetime, *, requires_approval: bool = False) -> Refusal | None:
     """``requires_approval``: the registry's flag for the call's tool; checked here again so
     that no policy file, however written, lets an irreversible call out unapproved."""
@@ -62,7 +62,7 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, secret: bytes,
             return Refusal(CallState.DENIED, DispatchReason.CAPABILITY_NOT_FOR_THIS_INTENT,
                            "no capability")
         capability = Capability.model_validate(call.capability)
-        if reason := capabilities.refusal(capability, intent, secret, now):
+        if reason := capabilities.refusal(capability, intent, keys, now):
             return Refusal(CallState.DENIED, DispatchReason(reason),
                            f"capability {capability.capability_id}: {reason}")
         issued_under = capability.policy_version

@@ -27,6 +27,7 @@ from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import decode_signed
 from shared.db.schemas import expect_migrated, migrate_service
 from shared import faults
+from shared.identity import capability_keys
 from shared.config import Settings
 from shared.db.wakeup import Wakeup
 from shared.messaging.consumer import IdempotentConsumer
@@ -50,8 +51,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     registry = load_registry(config.tools_file)  # a bad registry or policy stops us here, loudly
     policy = PolicyFile(PolicyWatcher(config.policy_file, config.policy_reload_interval_s), registry)
     breakers = Breakers(config.breaker_failures, timedelta(seconds=config.breaker_cooldown_s))
-    stepper = Stepper(registry, policy, breakers, config,
-                      settings.capability_secret.get_secret_value().encode())
+    stepper = Stepper(registry, policy, breakers, config, capability_keys.public_keys(settings))
     principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,

@@ -37,6 +37,7 @@ from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.states import CALL_TRANSITIONS
+from shared.capabilities import PublicKeys
 from shared.contracts.intake import Intent
 from shared.contracts.resolutions import Resolution
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
@@ -120,12 +121,12 @@ def dependency_of(tool: ToolSpec) -> str:
 
 class Stepper:
     def __init__(self, registry: ToolRegistry, policy: PolicyView, breakers: Breakers,
-                 settings: DispatcherSettings, secret: bytes) -> None:
+                 settings: DispatcherSettings, keys: PublicKeys) -> None:
         self._registry = registry
         self._policy = policy
         self._breakers = breakers
         self._settings = settings
-        self._secret = secret
+        self._keys = keys
         self._events = events.Recorder(settings.dispatch_topic, settings.effects_topic)
 
     def tool_of(self, call: Call) -> ToolSpec | None:
@@ -229,7 +230,8 @@ class Stepper:
         order = Order(kind=kind, tool=step.tool, run_id=call.run_id,
                       logical_call_id=call.logical_call_id, operation_key=call.operation_key,
                       canonical_arguments=call.canonical_arguments, attempt=number,
-                      fence=lease.fence, deadline_at=deadline)
+                      fence=lease.fence, deadline_at=deadline,
+                      capability=call.capability if kind == "send" else None)
         if step.tool.adapter == "http":
             await leases.cover(step.conn, lease, deadline)
             step.after.append(HttpWork(order, lease, call.traceparent))
@@ -591,7 +593,7 @@ class Stepper:
     # -- plumbing -------------------------------------------------------------------------
 
     def _refusal(self, step: _Step) -> Refusal | None:
-        return refusal_at_dispatch(step.call, step.run, self._policy, self._secret, step.now,
+        return refusal_at_dispatch(step.call, step.run, self._policy, self._keys, step.now,
                                    requires_approval=step.tool.requires_approval)
 
     async def _move(self, step: _Step, to: CallState, **fields) -> int:

@@ -10,17 +10,20 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
+from joserfc.jwk import OKPKey
+
 from shared.policy.engine import Decision
 from shared.capabilities import sign
 from shared.contracts.authorizations import Capability
 from shared.contracts.intake import Intent
 from shared.ids import new_event_id
 
-_UNSIGNED = "0" * 64
+_UNSIGNED = "e30..AA"
+"""Replaced by ``sign``: a draft needs a value of the signature's shape."""
 
 
 def issue(decision_id: uuid.UUID, intent: Intent, decision: Decision, now: datetime,
-          secret: bytes) -> Capability:
+          key: OKPKey) -> Capability:
     ends = [now + timedelta(seconds=decision.capability_ttl_seconds),
             *(approval.expires_at for approval in decision.approvals)]
     if intent.deadline_at is not None:
@@ -34,4 +37,4 @@ def issue(decision_id: uuid.UUID, intent: Intent, decision: Decision, now: datet
         policy_version=decision.policy_version, approvals=decision.approvals,
         limits=decision.limits, issued_at=now, expires_at=min(ends), signature=_UNSIGNED)
     # Signed over the model's own JSON form, the form the dispatcher re-derives when it checks.
-    return sign(draft.model_dump(mode="json", exclude={"signature"}), secret)
+    return sign(draft.model_dump(mode="json", exclude={"signature"}), key)

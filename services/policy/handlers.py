@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
+from joserfc.jwk import OKPKey
+
 from services.policy import repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
 from shared.policy.document import Policy
@@ -43,12 +45,12 @@ _DECISION_OF = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
 
 
 class PolicyHandler:
-    def __init__(self, policies: PolicyWatcher, registry: ToolRegistry, secret: bytes,
+    def __init__(self, policies: PolicyWatcher, registry: ToolRegistry, key: OKPKey,
                  topic: str, principals: PrincipalsWatcher) -> None:
         self._policies = policies
         self._principals = principals
         self._registry = registry
-        self._secret = secret
+        self._key = key
         self._topic = topic
 
     async def decide(self, uow: UnitOfWork, envelope: Envelope) -> None:
@@ -63,7 +65,7 @@ class PolicyHandler:
         else:
             request = Request.of(intent, tool, now)
             decision, usage = await judge(uow, policy, request)
-            verdict = verdict_of(decision_id, decision, request, usage, self._secret)
+            verdict = verdict_of(decision_id, decision, request, usage, self._key)
             amount = request.amount
         if await repo.insert_decision(uow.connection, intent, amount, verdict):
             announce(uow, self._topic, intent, verdict, envelope)
@@ -99,7 +101,7 @@ class PolicyHandler:
             decision, usage = await judge(uow, self._policies.current, request)
             if decision.effect == "require_approval":
                 return  # the quorum is not reached yet
-            verdict = verdict_of(stored.decision_id, decision, request, usage, self._secret)
+            verdict = verdict_of(stored.decision_id, decision, request, usage, self._key)
         await repo.conclude(conn, stored, verdict)
         announce(uow, self._topic, stored.intent, verdict, envelope)
 

@@ -20,6 +20,7 @@ from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import decode_signed
+from shared.identity import capability_keys
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
@@ -39,7 +40,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
     principals = PrincipalsWatcher(policy_settings.principals_file,  # a bad file stops us here
                                    policy_settings.principals_reload_interval_s)
-    handler = PolicyHandler(watcher, registry, settings.capability_secret.get_secret_value().encode(),
+    handler = PolicyHandler(watcher, registry, capability_keys.signing_key(settings),
                             policy_settings.authorizations_topic, principals)
     service = ConsumerService(
         name="policy", schema=SCHEMA,

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from joserfc.jwk import OKPKey
+
 from services.policy.capability import issue
 from shared.policy.document import ApprovalRule
 from shared.policy.engine import Decision, Request
@@ -41,11 +43,11 @@ class Verdict:
 
 
 def verdict_of(decision_id: uuid.UUID, decision: Decision, request: Request,
-               usage: Usage | None, secret: bytes) -> Verdict:
+               usage: Usage | None, key: OKPKey) -> Verdict:
     intent, now = request.intent, request.now
     capability = expires_at = None
     if decision.effect == "allow":
-        capability = issue(decision_id, intent, decision, now, secret)
+        capability = issue(decision_id, intent, decision, now, key)
         expires_at = capability.expires_at
     elif decision.effect == "require_approval":
         expires_at = _capped(now + timedelta(seconds=decision.approval.ttl_seconds), intent)

@@ -36,8 +36,9 @@ class GrantedApproval(_Contract):
 
 
 class Capability(_Contract):
-    """Signed with HMAC-SHA256 over the RFC 8785 form of every other field
-    (``shared.capabilities``); changing any field breaks the signature."""
+    """Signed by the policy's Ed25519 key over the RFC 8785 form of every other field
+    (``shared.capabilities``); changing any field breaks the signature, and anyone holding the
+    policy's public keys can check it."""
 
     capability_id: uuid.UUID
     decision_id: uuid.UUID
@@ -58,7 +59,10 @@ class Capability(_Contract):
                                    "applied (caps, windows), for the audit.")
     issued_at: AwareDatetime
     expires_at: AwareDatetime
-    signature: str = Field(pattern=r"^[0-9a-f]{64}$")
+    signature: str = Field(pattern=r"^[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]+$", max_length=1024,
+                           description="A compact JWS with a detached payload (the RFC 8785 "
+                           "form of every other field), EdDSA over Ed25519; its protected "
+                           "header names the policy key's kid.")
 
 
 class Authorization(_Contract):

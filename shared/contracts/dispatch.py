@@ -52,6 +52,7 @@ class DispatchReason(StrEnum):
     """Why a call was not dispatched, failed, or needs a person; stable codes."""
 
     CAPABILITY_SIGNATURE_INVALID = "capability_signature_invalid"
+    CAPABILITY_KEY_UNKNOWN = "capability_key_unknown"
     CAPABILITY_NOT_FOR_THIS_INTENT = "capability_not_for_this_intent"
     CAPABILITY_EXPIRED = "capability_expired"
     APPROVAL_EXPIRED = "approval_expired"

@@ -15,6 +15,13 @@ downstream that checks fences remembers the highest fence seen per run and answe
 with ``stale`` without looking further: a worker that was paused, lost its lease and woke up
 cannot apply anything through a resource that checks. A lookup raises the remembered fence too,
 so once the new owner has asked, no request of the old owner can land afterwards.
+
+Authority: an ``EffectRequested`` carries the policy's signed capability for its intent, so a
+downstream can check for itself that the policy allowed exactly this key, tool, tenant and
+arguments (``shared.downstream.capability_check``): a row written into some service's outbox
+by whoever holds its database role carries no valid capability and is refused. A
+compensation carries none (the policy authorizes it when requested, unsigned); a downstream
+names the compensating tools it accepts without one.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from shared.contracts.authorizations import Capability
 from shared.topology import EFFECT_RECEIPTS
 
 EFFECT_REQUESTED = "EffectRequested"
@@ -53,6 +61,9 @@ class EffectRequested(_Contract):
     deadline_at: AwareDatetime = Field(description="Do not apply after this instant: the caller "
                                                    "has stopped waiting and will reconcile.")
     reply_topic: str = Field(default=EFFECT_RECEIPTS, min_length=1, max_length=249)
+    capability: Capability | None = Field(
+        default=None, description="The policy's signed capability for this intent; absent only "
+        "on a compensation.")
 
 
 class EffectLookupRequested(_Contract):

@@ -1,9 +1,11 @@
 """Every stable reason code an agent can meet, with where it comes from and what it means.
 
-The codes are the members of six enums: four in the order the intake checks a proposal (who
+The codes are the members of seven enums: four in the order the intake checks a proposal (who
 signed it, ``IdentityReason``, before anything in it is read),
 then the policy's (``PolicyReason``: why a call was denied or an approval did not count), then
-the dispatcher's (``DispatchReason``: why a call was not dispatched, failed or needs a person).
+the dispatcher's (``DispatchReason``: why a call was not dispatched, failed or needs a
+person), then a downstream's (``CapabilityReason``: why an effect request's capability was
+refused, answered ``rejected``).
 ``RejectionCode`` documents its codes in its module's table, which is read from there;
 the other enums have no per-code text, so it is kept here, and
 ``tests/unit/test_contract_schemas.py`` fails when an enum and this catalog disagree.
@@ -19,10 +21,24 @@ from shared.contracts.proposals import ReasonCode
 from shared.contracts.intake import IntakeReason
 from shared.contracts.authorizations import PolicyReason
 from shared.contracts.dispatch import DispatchReason
+from shared.downstream.capability_check import CapabilityReason
 from shared.identity.signatures import CLOCK_SKEW_S, MAX_LIFETIME_S, IdentityReason
 from shared.tools import rejections
 from shared.tools.rejections import RejectionCode
 
+_CAPABILITY_REASON = {
+    "capability_missing": "a downstream refused an effect request that carries no capability "
+                          "(and is not a compensation); nothing was applied",
+    "capability_signature_invalid": "the capability's signature does not match its fields; "
+                                    "nothing was dispatched",
+    "capability_key_unknown": "the capability is signed by a key (kid) outside the policy's "
+                              "public key set, e.g. rotated out; nothing was dispatched",
+    "capability_not_for_this_request": "a downstream refused an effect request whose "
+                                       "capability names another key, call, tool or arguments",
+    "capability_tenant_not_served": "a downstream refused a capability for a tenant it does "
+                                    "not serve; nothing was applied",
+    "capability_expired": "the capability expired before the call could be dispatched",
+}
 _DEAD = "dead-lettered with this code, never answered on agent.results"
 _IDENTITY_REASON = {
     "signature_missing": "the record has no intentledger-signature header (and its tenant does "
@@ -133,6 +149,8 @@ _DISPATCH_REASON = {
     "approval_missing": "the tool requires approval (irreversible) and the capability carries none",
     "capability_signature_invalid": "the capability's signature does not match its fields; "
                                     "nothing was dispatched",
+    "capability_key_unknown": "the capability is signed by a key (kid) outside the policy's "
+                              "public key set, e.g. rotated out; nothing was dispatched",
     "capability_not_for_this_intent": "the capability names another intent (call, key, tool, "
                                       "principal, tenant or arguments)",
     "capability_expired": "the capability expired before the call could be dispatched",
@@ -172,6 +190,7 @@ SOURCES: tuple[tuple[type[StrEnum], dict[str, str]], ...] = (
     (IntakeReason, _INTAKE_REASON),
     (PolicyReason, _POLICY_REASON),
     (DispatchReason, _DISPATCH_REASON),
+    (CapabilityReason, _CAPABILITY_REASON),
 )
 
 

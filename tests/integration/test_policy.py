@@ -31,7 +31,7 @@ from services.policy.verdicts import Verdict
 from shared.db.schemas import migrate_service
 from shared import faults
 from shared.capabilities import refusal
-from shared.config import Endpoints, Settings
+from shared.config import Endpoints
 from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
 from shared.contracts.authorizations import Authorization
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
@@ -39,12 +39,12 @@ from shared.messaging.envelope import Envelope
 from shared.operator.publish import publish
 from shared.identity.signatures import APPROVAL
 from tests.support.identities import local, signer
+from tests.support import identities
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.unit.policy.builders import EMAIL, intent
 
 pytestmark = pytest.mark.infra
-SECRET = Settings().capability_secret.get_secret_value().encode()
 POLICY = """
 capability_ttl_seconds: 120
 rules:
@@ -175,7 +175,7 @@ async def test_an_allowed_call_carries_a_capability_that_verifies_for_its_intent
     assert event["event_type"] == "AuthorizationAllowed" and event["run_id"] == run
     allowed = Authorization.model_validate(event["payload"])
     assert allowed.intent == small and allowed.rule == "debits"
-    assert refusal(allowed.capability, small, SECRET, datetime.now(UTC)) is None
+    assert refusal(allowed.capability, small, identities.capability_public_keys(), datetime.now(UTC)) is None
     assert allowed.capability.expires_at <= datetime.now(UTC) + timedelta(seconds=120)
     assert allowed.capability.limits["cap"]["amount_minor"] == 4000
     row = await decision(pool, small)
@@ -236,7 +236,7 @@ async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(p
     allowed = Authorization.model_validate(payload)
     assert [a.approver_id for a in allowed.capability.approvals] == ["operator:dana"]
     assert str(allowed.capability.approvals[0].approval_event_id) == published["event_id"]
-    assert refusal(allowed.capability, mail, SECRET, datetime.now(UTC)) is None
+    assert refusal(allowed.capability, mail, identities.capability_public_keys(), datetime.now(UTC)) is None
     assert allowed.decision_id == uuid.UUID(requested["payload"]["decision_id"])
 
 

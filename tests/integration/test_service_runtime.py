@@ -113,7 +113,7 @@ async def test_every_service_answers_its_probes_and_stops_cleanly(pool, endpoint
                                  if line["msg"].startswith(f"{service} configuration "))
             shown = json.loads(configuration.removeprefix(f"{service} configuration "))
             assert shown["INTENTLEDGER_HEALTH_PORT"] == port
-            assert shown["INTENTLEDGER_CAPABILITY_SECRET"] == "**********"
+            assert shown["INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE"]  # named, never defaulted
 
 
 async def test_sigterm_mid_batch_finishes_the_batch_and_a_restart_applies_the_rest_once(

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import pytest
 
@@ -21,8 +22,10 @@ from shared.config import Endpoints
 from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RECEIPT_ISSUED,
                                               EFFECT_REQUESTED, EffectLookupRequested,
                                               EffectRequested)
+from shared.contracts.authorizations import Capability
 from shared.messaging.envelope import Envelope
 from shared.operator.publish import publish as send
+from tests.support.capabilities import capability_for
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.support.wallet import balance, debit, debits, key_settled, new_key, new_wallet
@@ -54,11 +57,17 @@ async def running_wallet(endpoints: Endpoints) -> AsyncIterator[WalletRun]:
 
 def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.debit",
             attempt: int = 1, run_id: str | None = None, fence: int = 1,
-            deadline_in: timedelta = timedelta(minutes=5)) -> Envelope:
+            deadline_in: timedelta = timedelta(minutes=5),
+            capability: Capability | None | Literal["signed"] = "signed") -> Envelope:
+    """``capability``: the policy's for exactly this request unless given (None: none)."""
+    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
+    if capability == "signed":
+        capability = capability_for(key, tool, arguments, call_id)
     payload = EffectRequested(
         operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=attempt, fence=fence, logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
-        deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic)
+        attempt=attempt, fence=fence, logical_call_id=call_id,
+        deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic,
+        capability=capability)
     return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}", producer="dispatcher",
                         payload=payload.model_dump(mode="json"))
 

@@ -20,6 +20,7 @@ from downstreams.wallet.repository import SCHEMA
 from downstreams.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints, Settings
+from tests.support.capabilities import capability_for
 from tests.support.http_effects import free_port, http_tool, order
 from tests.support.kafka import unique_topic, wait_for
 from tests.support.processes import ServiceProcess
@@ -82,8 +83,12 @@ def call_headers(key: str, *, fence: int = 1, attempt: int = 1, deadline_in: flo
 async def post(url: str, headers: dict, arguments: dict | None = None, *,
                body: object = None) -> tuple[int, dict, dict]:
     """A plain POST /effects: (status, response headers, JSON body)."""
+    key = headers.get("Idempotency-Key", "none")
+    capability = capability_for(key, "wallet.debit", arguments or {},
+                                uuid.uuid5(uuid.NAMESPACE_URL, key)).model_dump(mode="json")
     payload = body if body is not None else {"tool_name": "wallet.debit", "tool_version": "1",
-                                             "canonical_arguments": arguments}
+                                             "canonical_arguments": arguments,
+                                             "capability": capability}
     async with aiohttp.ClientSession() as session, session.post(
             f"{url}/effects", headers=headers,
             **({"data": payload} if isinstance(payload, str) else {"json": payload})) as response:

@@ -24,6 +24,7 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EffectRequested)
 from shared.messaging.envelope import Envelope
 from shared.operator.publish import publish as send
+from tests.support.capabilities import capability_for
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 
@@ -60,11 +61,14 @@ async def running_warehouse(endpoints: Endpoints) -> AsyncIterator[WarehouseRun]
 
 def request(run: WarehouseRun, key: str, arguments: dict, *, tool: str = "inventory.reserve",
             attempt: int = 1, fence: int = 1, run_id: str | None = None,
-            deadline_in: timedelta = timedelta(minutes=5)) -> Envelope:
+            deadline_in: timedelta = timedelta(minutes=5), signed: bool = True) -> Envelope:
+    """Carrying the policy's capability for exactly this request unless not ``signed``."""
+    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
     payload = EffectRequested(
         operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=attempt, fence=fence, logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
-        deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic)
+        attempt=attempt, fence=fence, logical_call_id=call_id,
+        deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic,
+        capability=capability_for(key, tool, arguments, call_id) if signed else None)
     return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}",
                         producer="dispatcher", payload=payload.model_dump(mode="json"))
 

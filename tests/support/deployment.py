@@ -18,8 +18,9 @@ from pydantic_settings import BaseSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Processes a deployment runs from the image: the services, and the migrations before them.
-DEPLOYED_COMMANDS = ("serve", "migrate")
+#: Processes a deployment runs from the image: the services, the migrations before them and
+#: (compose) the one-shot that generates the policy's capability key.
+DEPLOYED_COMMANDS = ("serve", "migrate", "keys")
 
 HEALTH_PORT = 8081
 """The ``INTENTLEDGER_HEALTH_PORT`` the image sets (unset elsewhere: no health endpoints)."""

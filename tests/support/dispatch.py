@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
+from joserfc.jwk import OKPKey
 
 from services.dispatcher.settings import DispatcherSettings
 from shared.policy.loader import load_policy
@@ -28,13 +29,13 @@ from shared.contracts.intake import Intent
 from shared.messaging.envelope import Envelope
 from shared.tools.jcs import jcs
 from tests.conftest import ROOT
+from tests.support import identities
 from tests.support.kafka import create_topic, unique_topic, wait_for
 
 ALLOW_ALL = {"rules": [{"name": "allow-all", "principals": ["*"], "tenants": ["*"], "tools": ["*"],
                         "effect": "allow"}]}
 DENY_DEBITS = {"rules": [{"name": "no-debits", "principals": ["*"], "tenants": ["*"],
                           "tools": ["wallet.debit"], "effect": "deny"}, *ALLOW_ALL["rules"]]}
-SECRET = Settings().capability_secret.get_secret_value().encode()
 
 
 @dataclass
@@ -139,9 +140,10 @@ def debit_intent(wallet_id: str, amount_minor: int = 4000, *, run_id: str | None
 
 def authorization(intent: Intent, policy_version: str, *, expires_in: float = 300.0,
                   approvals: tuple[GrantedApproval, ...] = (), signed_for: Intent | None = None,
-                  secret: bytes = SECRET) -> Envelope:
+                  key: OKPKey | None = None) -> Envelope:
     """AuthorizationAllowed as the policy service emits it. ``signed_for`` binds the capability
-    to another intent (what a tampered or misrouted authorization looks like)."""
+    to another intent (what a tampered or misrouted authorization looks like); ``key`` signs
+    it instead of the policy's (e.g. a key rotated out)."""
     now = datetime.now(UTC)
     bound = signed_for or intent
     claims = {
@@ -154,7 +156,7 @@ def authorization(intent: Intent, policy_version: str, *, expires_in: float = 30
         "approvals": [approval.model_dump(mode="json") for approval in approvals],
         "limits": {}, "issued_at": now.isoformat(),
         "expires_at": (now + timedelta(seconds=expires_in)).isoformat()}
-    capability = capabilities.sign(claims, secret)
+    capability = capabilities.sign(claims, key or identities.capability_key())
     payload = Authorization(intent=intent, decision_id=capability.decision_id,
                             policy_version=policy_version, rule="test", capability=capability)
     return Envelope.new(event_type=AUTHORIZATION_ALLOWED, run_id=intent.run_id, producer="policy",

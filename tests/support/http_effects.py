@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from services.dispatcher.adapters.orders import Order
 from shared.tools import ToolSpec, load_registry
+from tests.support.capabilities import capability_for
 
 EXAMPLE_REGISTRY = Path(__file__).resolve().parents[2] / "config" / "tools.example.yaml"
 
@@ -30,10 +31,14 @@ def http_tool(url: str, name: str = "wallet.debit", **retry: Any) -> ToolSpec:
 def order(tool: ToolSpec, key: str, arguments: dict | None = None, *,
           kind: Literal["send", "lookup"] = "send", run_id: str | None = None, fence: int = 1,
           attempt: int = 1, seconds: float = 10.0) -> Order:
+    """A send carries the policy's capability for exactly this request."""
+    call_id, arguments = uuid.uuid5(uuid.NAMESPACE_URL, key), arguments or {}
+    capability = capability_for(key, tool.name, arguments, call_id, tool_version=tool.version)
     return Order(kind=kind, tool=tool, run_id=run_id or f"run-{key}",
-                 logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), operation_key=key,
-                 canonical_arguments=arguments or {}, attempt=attempt, fence=fence,
-                 deadline_at=datetime.now(UTC) + timedelta(seconds=seconds))
+                 logical_call_id=call_id, operation_key=key,
+                 canonical_arguments=arguments, attempt=attempt, fence=fence,
+                 deadline_at=datetime.now(UTC) + timedelta(seconds=seconds),
+                 capability=capability.model_dump(mode="json") if kind == "send" else None)
 
 
 def free_port() -> int:

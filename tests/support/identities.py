@@ -8,6 +8,12 @@ and every policy and dispatcher, which verify approvals and resolutions with the
 ``publishes-for-people``); ``svc:impostor`` is a service without that role.
 ``agent-7`` and ``globex-agent`` act for one tenant each, as in the example principals file,
 so that tests can attack the tenant binding; the other agents act for any tenant.
+
+The session also makes the policy's capability keys (``capability/``): the policy signs with
+``policy-test-1``; every verifier's public key set holds it and ``policy-test-2`` (a rotation
+in progress: both valid); ``policy-test-0`` is a key rotated out, kept for the tests to sign
+forgeries with. Exported as ``INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE`` and
+``INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE``.
 """
 
 from __future__ import annotations
@@ -20,9 +26,14 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from joserfc.jwk import OKPKey
+
+from shared.capabilities import PublicKeys
+from shared.identity.capability_keys import parse_public_keys
 from shared.identity.local import Identity, LocalIdentities
-from shared.identity.signatures import PROPOSAL, sign
 from shared.operator.publish import Signer
+from shared.identity.signatures import (PROPOSAL, generate_signing_key, load_signing_key,
+                                        save_signing_key, sign)
 
 SESSION = uuid.uuid4().hex[:6]
 FRESH = {prefix: tuple(f"{prefix}-{SESSION}-{n}" for n in range(32)) for prefix in ("agent", "blocked")}
@@ -67,6 +78,11 @@ def fresh_principal(prefix: str = "agent") -> str:
         raise RuntimeError(f"every FRESH[{prefix!r}] principal is taken: list more") from None
 
 
+CAPABILITY_KID, ROTATING_KID, ROTATED_OUT_KID = "policy-test-1", "policy-test-2", "policy-test-0"
+SIGNING_KEY_ENV = "INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE"
+PUBLIC_KEYS_ENV = "INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE"
+
+
 @cache
 def local() -> LocalIdentities:
     """The session's identities, made once per test process; a service process started by a
@@ -75,6 +91,7 @@ def local() -> LocalIdentities:
         return LocalIdentities(known)
     identities = LocalIdentities(Path(tempfile.mkdtemp(prefix="intentledger-identities-")))
     identities.ensure(PRINCIPALS)
+    _capability_keys(identities.directory / "capability")
     os.environ["INTENTLEDGER_TEST_IDENTITIES"] = str(identities.directory)
     for name in (PRINCIPALS_ENV, *VERIFIERS_ENV):
         os.environ[name] = str(identities.principals_file)
@@ -85,6 +102,29 @@ def local() -> LocalIdentities:
 def signer(principal_id: str, person: str | None = None) -> Signer:
     """How ``principal_id`` signs a decision (for ``person``, when it is a console)."""
     return Signer(local().signing_key(principal_id), principal_id, person)
+
+
+def capability_key(kid: str = CAPABILITY_KID) -> OKPKey:
+    """A private capability key of the session: the policy's, the other valid one, or the one
+    rotated out."""
+    key = load_signing_key(local().directory / "capability" / f"{kid}.jwk")
+    assert isinstance(key, OKPKey)
+    return key
+
+
+def capability_public_keys() -> PublicKeys:
+    return parse_public_keys(Path(os.environ[PUBLIC_KEYS_ENV]).read_text())
+
+
+def _capability_keys(directory: Path) -> None:
+    directory.mkdir()
+    for kid in (CAPABILITY_KID, ROTATING_KID, ROTATED_OUT_KID):
+        save_signing_key(generate_signing_key(kid), directory / f"{kid}.jwk")
+    published = [load_signing_key(directory / f"{kid}.jwk").as_dict(private=False)
+                 for kid in (CAPABILITY_KID, ROTATING_KID)]
+    (directory / "public.jwks").write_text(json.dumps({"keys": published}))
+    os.environ[SIGNING_KEY_ENV] = str(directory / f"{CAPABILITY_KID}.jwk")
+    os.environ[PUBLIC_KEYS_ENV] = str(directory / "public.jwks")
 
 
 def signature(value: bytes, principal_id: str | None = None, tenant_id: str | None = None, *,

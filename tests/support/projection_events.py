@@ -231,7 +231,7 @@ class RunStory:
                                                    "deadline_at", "run_max_attempts")},
                 "policy_version": POLICY_VERSION, "approvals": [], "limits": {},
                 "issued_at": now.isoformat(),
-                "expires_at": (now + timedelta(minutes=2)).isoformat(), "signature": "0" * 64}
+                "expires_at": (now + timedelta(minutes=2)).isoformat(), "signature": "e30..AA"}
 
     def _publish(self, role: str, kind: str, payload: dict[str, Any],
                  at: datetime | None = None) -> None:

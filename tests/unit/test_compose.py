@@ -156,7 +156,6 @@ def configuration_problems(compose: dict) -> list[str]:
     kafka = environment(services["kafka"])
     internal = next(a.split("//")[1] for a in kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")
                     if a.startswith("PLAINTEXT://"))
-    secrets = {}
     grace = RelaySettings.model_fields["shutdown_grace_s"].default
     for name, service in ours(compose).items():
         env = environment(service)
@@ -175,15 +174,28 @@ def configuration_problems(compose: dict) -> list[str]:
             collector = urlsplit(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
             if env.get("INTENTLEDGER_OTLP") != "1" or collector.hostname not in services:
                 problems.append(f"{name}: does not export OTLP to the collector")
-        if name in ("policy", "dispatcher"):
-            secrets[name] = env.get("INTENTLEDGER_CAPABILITY_SECRET")
-        elif "INTENTLEDGER_CAPABILITY_SECRET" in env:
-            problems.append(f"{name}: holds the capability secret and has no use for it")
-    if secrets.keys() != {"policy", "dispatcher"} or None in secrets.values() or len(
-            set(secrets.values())) != 1:
-        problems.append("policy and dispatcher must share one INTENTLEDGER_CAPABILITY_SECRET")
-    elif not next(iter(secrets.values())).startswith("${INTENTLEDGER_CAPABILITY_SECRET:-"):
-        problems.append("the capability secret must come from the environment")
+        problems += capability_key_problems(name, service, env)
+    return problems
+
+
+SIGNS, VERIFY = {"policy"}, {"dispatcher", "wallet", "warehouse"}
+"""Who holds the policy's private capability key, and who verifies with the public set."""
+
+
+def capability_key_problems(name: str, service: dict, env: dict) -> list[str]:
+    problems = []
+    mounts = {str(volume).split(":")[0] for volume in service.get("volumes", [])}
+    signing = "INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE" in env or "capability-signing" in mounts
+    if "INTENTLEDGER_DEV_MODE" in env or "INTENTLEDGER_CAPABILITY_SIGNING_KEY" in env:
+        problems.append(f"{name}: a development or inline capability key")
+    if name in SIGNS and not ("INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE" in env
+                              and "capability-signing" in mounts):
+        problems.append(f"{name}: does not read the generated signing key")
+    elif name not in SIGNS and name != "capability-keys" and signing:
+        problems.append(f"{name}: holds the policy's signing key and has no use for it")
+    if name in VERIFY and not ("INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE" in env
+                               and "capability-public" in mounts):
+        problems.append(f"{name}: does not verify with the generated public key set")
     return problems
 
 
@@ -216,8 +228,8 @@ def test_the_compose_file_passes(compose, check):
 
 def test_it_runs_every_service_the_command_line_serves_and_the_migrations(compose):
     assert sorted(served(compose).values()) == sorted(cli_grammar().serve_choices)
-    assert ours(compose).keys() == set(served(compose)) | {"migrate"}
-    assert one_shots(compose) == {"migrate"}
+    assert ours(compose).keys() == set(served(compose)) | {"migrate", "capability-keys"}
+    assert one_shots(compose) == {"migrate", "capability-keys"}
 
 
 # -- the checks catch a broken file ---------------------------------------------------------------
@@ -264,8 +276,13 @@ BROKEN = {
     "kafka unchecked": (_set("services.kafka.healthcheck", None), "kafka: no healthcheck"),
     "misspelt setting": (_set("services.query.environment.INTENTLEDGER_QUERY_HOSTS", "0.0.0.0"),
                          "query: INTENTLEDGER_QUERY_HOSTS is read by no code"),
-    "secret not shared": (_set("services.dispatcher.environment.INTENTLEDGER_CAPABILITY_SECRET", "x"),
-                          "policy and dispatcher must share one INTENTLEDGER_CAPABILITY_SECRET"),
+    "signing key shared": (_set("services.dispatcher.environment."
+                                "INTENTLEDGER_CAPABILITY_SIGNING_KEY_FILE", "/k/policy.jwk"),
+                           "dispatcher: holds the policy's signing key and has no use for it"),
+    "dev key": (_set("services.wallet.environment.INTENTLEDGER_DEV_MODE", "true"),
+                "wallet: a development or inline capability key"),
+    "unverified": (_set("services.warehouse.environment", {}),
+                   "warehouse: does not verify with the generated public key set"),
     "kill before the relay drains": (_set("services.relay.stop_grace_period", "5s"),
                                      "relay: stop_grace_period leaves no time"),
     "floating image": (_set("services.postgres.image", "postgres:latest"),

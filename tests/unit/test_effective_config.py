@@ -31,14 +31,14 @@ def test_settings_are_keyed_by_the_variable_that_sets_them():
 
 def test_no_secret_reaches_the_line():
     secrets = ["capability-key-123", "kafka-password-456", "operator-api-key-789", "pa%40ss"]
-    settings = (Settings(capability_secret=SecretStr(secrets[0]), database_url=TLS_URL),
+    settings = (Settings(capability_signing_key=SecretStr(secrets[0]), database_url=TLS_URL),
                 KafkaSecurity(security_protocol="SASL_SSL", sasl_username="intentledger-query",
                               sasl_password=SecretStr(secrets[1])),
                 QuerySettings(api_keys={secrets[2]: "*"}))
     line = json.dumps(effective(*settings))
     assert not [secret for secret in secrets if secret in line]
     shown = effective(*settings)
-    assert shown["INTENTLEDGER_CAPABILITY_SECRET"] == MASK
+    assert shown["INTENTLEDGER_CAPABILITY_SIGNING_KEY"] == MASK
     assert shown["INTENTLEDGER_KAFKA_SASL_PASSWORD"] == MASK
     assert shown["INTENTLEDGER_QUERY_API_KEYS"] == MASK  # declared repr=False: keys are secrets
     assert shown["INTENTLEDGER_KAFKA_SASL_USERNAME"] == "intentledger-query"

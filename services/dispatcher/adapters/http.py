@@ -209,4 +209,5 @@ def _headers(order: Order) -> dict[str, str]:
 
 def _body(order: Order) -> dict[str, Any]:
     return {"tool_name": order.tool.name, "tool_version": order.tool.version,
-            "canonical_arguments": order.canonical_arguments}
+            "canonical_arguments": order.canonical_arguments,
+            **({"capability": order.capability} if order.capability is not None else {})}

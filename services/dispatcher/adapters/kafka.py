@@ -29,7 +29,8 @@ def request(uow: UnitOfWork, order: Order, reply_topic: str) -> None:
             operation_key=order.operation_key, tool_name=order.tool.name,
             tool_version=order.tool.version, canonical_arguments=order.canonical_arguments,
             attempt=order.attempt, fence=order.fence, logical_call_id=order.logical_call_id,
-            deadline_at=order.deadline_at, reply_topic=reply_topic)
+            deadline_at=order.deadline_at, reply_topic=reply_topic,
+            capability=order.capability)
     else:
         event_type = EFFECT_LOOKUP_REQUESTED
         payload = EffectLookupRequested(

@@ -42,6 +42,9 @@ class Order:
     fence: int
     deadline_at: datetime
     """Absolute end of this attempt: min(per-attempt cap, run deadline - recovery reserve)."""
+    capability: dict[str, Any] | None = None
+    """The policy's signed capability, passed on so the downstream can check it too; none on
+    a compensation or a lookup."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from joserfc.jwk import OKPKey
 
 from services.dispatcher.authority import refusal_at_dispatch
 from services.dispatcher.breaker import Breakers
@@ -18,6 +19,7 @@ from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted, backoff
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared import capabilities
+from shared.identity.signatures import generate_signing_key
 from shared.contracts.dispatch import CallState as S
 from shared.contracts.intake import Intent
 from shared.tools import load_registry
@@ -25,7 +27,8 @@ from shared.tools.jcs import jcs
 from tests.conftest import ROOT
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
-SECRET = b"unit-test-secret"
+KEY, ROTATING, ROTATED_OUT = (generate_signing_key(kid) for kid in ("p-1", "p-2", "p-0"))
+KEYS = {key.kid: OKPKey.import_key(key.as_dict(private=False)) for key in (KEY, ROTATING)}
 REGISTRY = load_registry(ROOT / "config" / "tools.example.yaml")
 
 
@@ -150,7 +153,8 @@ class StaticPolicy:
         return self.verdict
 
 
-def capability_for(intent: Intent, *, expires_in: float = 300, version: str = "v1") -> dict:
+def capability_for(intent: Intent, *, expires_in: float = 300, version: str = "v1",
+                   key: OKPKey = KEY) -> dict:
     claims = {"capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
               **intent.model_dump(mode="json", include={
                   "run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
@@ -158,7 +162,7 @@ def capability_for(intent: Intent, *, expires_in: float = 300, version: str = "v
                   "run_max_attempts"}),
               "policy_version": version, "issued_at": NOW.isoformat(),
               "expires_at": (NOW + timedelta(seconds=expires_in)).isoformat()}
-    return capabilities.sign(claims, SECRET).model_dump(mode="json")
+    return capabilities.sign(claims, key).model_dump(mode="json")
 
 
 RUN = Run("run-1", NOW + timedelta(hours=1), 5, 0, None, None, NOW + timedelta(hours=1))
@@ -167,6 +171,9 @@ RUN = Run("run-1", NOW + timedelta(hours=1), 5, 0, None, None, NOW + timedelta(h
 @pytest.mark.parametrize("change, expected", [
     ({}, None),
     ({"capability": "tampered"}, "capability_signature_invalid"),
+    ({"capability": "tenant"}, "capability_signature_invalid"),
+    ({"capability": "rotated-out"}, "capability_key_unknown"),
+    ({"capability": "rotating"}, None),
     ({"capability": "other-intent"}, "capability_not_for_this_intent"),
     ({"arguments": {**ARGUMENTS, "amount": 9_900_000}}, "capability_not_for_this_intent"),
     ({"deadline": NOW + timedelta(days=7)}, "capability_not_for_this_intent"),
@@ -183,6 +190,11 @@ def test_authority_is_checked_again_at_dispatch(change, expected):
                                 else 300)
     if change.get("capability") == "tampered":  # edited after signing, to fit other arguments
         capability["arguments_hash"] = "b" * 64
+    if change.get("capability") == "tenant":  # edited after signing, for another tenant
+        capability["tenant_id"] = "globex"
+    if change.get("capability") in ("rotated-out", "rotating"):
+        capability = capability_for(intent, key={"rotated-out": ROTATED_OUT,
+                                                 "rotating": ROTATING}[change["capability"]])
     if change.get("capability") == "other-intent":
         capability = capability_for(debit_intent(operation_key="acme:caller_stated:k2"))
     if "arguments" in change:  # the same signed hash, other arguments beside it
@@ -191,14 +203,14 @@ def test_authority_is_checked_again_at_dispatch(change, expected):
         intent = intent.model_copy(update={"deadline_at": change["deadline"]})
     call = call_of(intent, capability=capability)
     refusal = refusal_at_dispatch(call, change.get("run", RUN), change.get("policy", StaticPolicy("v1")),
-                                  SECRET, change.get("now", NOW))
+                                  KEYS, change.get("now", NOW))
     assert (refusal.reason if refusal else None) == expected
 
 
 def test_an_irreversible_call_is_not_dispatched_on_a_capability_without_approvals():
     intent = debit_intent()
     call = call_of(intent, capability=capability_for(intent))
-    refusal = refusal_at_dispatch(call, RUN, StaticPolicy("v1"), SECRET, NOW, requires_approval=True)
+    refusal = refusal_at_dispatch(call, RUN, StaticPolicy("v1"), KEYS, NOW, requires_approval=True)
     assert refusal.reason == "approval_missing"
 
 
@@ -218,5 +230,5 @@ def test_a_capability_from_a_newer_policy_than_this_process_loaded_is_not_refuse
     newer = PolicyWatcher(path).current.version
     intent = debit_intent()
     call = call_of(intent, capability=capability_for(intent, version=newer), policy_version=newer)
-    assert refusal_at_dispatch(call, RUN, policy, SECRET, NOW) is None
+    assert refusal_at_dispatch(call, RUN, policy, KEYS, NOW) is None
     assert policy.current_version() == newer

@@ -86,7 +86,8 @@ async def test_a_send_posts_the_intent_under_its_key_and_an_applied_receipt_is_a
     assert headers["Intentledger-Logical-Call-Id"] == str(sent.logical_call_id)
     assert headers["Intentledger-Deadline"] == sent.deadline_at.isoformat()
     assert json.loads(body) == {"tool_name": "wallet.debit", "tool_version": "1",
-                                "canonical_arguments": sent.canonical_arguments}
+                                "canonical_arguments": sent.canonical_arguments,
+                                "capability": sent.capability}  # the downstream checks it too
 
 
 async def test_a_replayed_receipt_says_the_effect_was_not_repeated(server, adapter):

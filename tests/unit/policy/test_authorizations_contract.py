@@ -14,6 +14,8 @@ from shared.policy import evaluate, load_policy
 from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
 from shared.capabilities import refusal
+from shared.identity.capability_keys import parse_public_keys
+from shared.identity.signatures import generate_signing_key
 from shared.contracts.authorizations import (ApprovalRequest, Authorization, AuthorizationRefusal,
                                              PolicyReason)
 from shared.messaging.envelope import Envelope
@@ -40,7 +42,8 @@ def test_every_verdict_the_policy_announces_validates_against_the_topic_schema()
     policy, outbox = load_policy(EXAMPLE_POLICY), _Outbox()
     for call in (debit("40.00"), debit("600.00"), email(), debit(principal="agent-9")):
         the_request = request(call)
-        verdict = verdict_of(uuid.uuid4(), evaluate(policy, the_request, None), the_request, None, b"s")
+        verdict = verdict_of(uuid.uuid4(), evaluate(policy, the_request, None), the_request, None,
+                             generate_signing_key("policy-unit"))
         announce(outbox, LEDGER_AUTHORIZATIONS, call, verdict, None)
     late = debit()
     announce(outbox, LEDGER_AUTHORIZATIONS, late, denial(
@@ -67,8 +70,9 @@ def test_every_example_is_read_by_its_model(path):
     MODEL_OF[envelope.event_type].model_validate(envelope.payload)
 
 
-def test_the_allowed_example_carries_a_capability_that_verifies_with_the_development_secret():
+def test_the_allowed_example_carries_a_capability_that_verifies_with_the_published_example_key():
     envelope = Envelope.model_validate_json((EXAMPLES / "authorization-allowed.json").read_text())
     allowed = Authorization.model_validate(envelope.payload)
-    assert refusal(allowed.capability, allowed.intent, b"intentledger-development-only",
+    keys = parse_public_keys((EXAMPLES / "policy-public-keys.jwks").read_text())
+    assert refusal(allowed.capability, allowed.intent, keys,
                    datetime(2026, 3, 14, 9, 13, tzinfo=UTC)) is None

@@ -1,0 +1,31 @@
+"""Capabilities as the policy signs them, for tests that talk to a downstream directly: the
+downstream refuses an effect request without one."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from joserfc.jwk import OKPKey
+
+from shared import capabilities
+from shared.contracts.authorizations import Capability
+from tests.support import identities
+
+
+def capability_for(operation_key: str, tool_name: str, canonical_arguments: dict[str, Any],
+                   logical_call_id: uuid.UUID, *, tool_version: str = "1", tenant_id: str = "acme",
+                   expires_in: timedelta = timedelta(minutes=5),
+                   key: OKPKey | None = None) -> Capability:
+    """Signed by the session's policy key unless ``key`` says otherwise."""
+    now = datetime.now(UTC)
+    return capabilities.sign({
+        "capability_id": str(uuid.uuid4()), "decision_id": str(uuid.uuid4()),
+        "run_id": f"run-{operation_key}", "logical_call_id": str(logical_call_id),
+        "operation_key": operation_key, "principal_id": "agent-8", "tenant_id": tenant_id,
+        "tool_name": tool_name, "tool_version": tool_version,
+        "arguments_hash": capabilities.arguments_hash(canonical_arguments),
+        "deadline_at": None, "run_max_attempts": None, "policy_version": "test",
+        "issued_at": now.isoformat(), "expires_at": (now + expires_in).isoformat()},
+        key or identities.capability_key())

@@ -25,6 +25,7 @@ from intentledger.chaos.positions import Positions
 from intentledger.chaos.quiescence import MOVING, wait_quiet
 from intentledger.chaos.stack import ServiceProcess
 from intentledger.chaos.stack import Stack
+from intentledger.chaos.forgery import forge
 from intentledger.chaos.signers import scenario_identities
 from intentledger.chaos.submit import Sent, publish_raw, send_turn, turns
 from services.projection.replay import replay
@@ -33,7 +34,7 @@ from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
 from shared.client.agent import Outcome
 from shared.config import Endpoints, Settings
-from shared.contracts.fault_protocol import (FaultProtocol, Inject, Outage, Redeliver, Replica,
+from shared.contracts.fault_protocol import (FaultProtocol, Forge, Inject, Outage, Redeliver, Replica,
                                              Signal, Trigger, substitute)
 from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.db.pool import open_pool
@@ -254,11 +255,11 @@ class Scenario:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
-    async def _timed(self, fault: Signal | Outage | Redeliver | Replica) -> None:
+    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge) -> None:
         await self._apply(fault)
         self.over[fault.id].set()
 
-    async def _apply(self, fault: Signal | Outage | Redeliver | Replica) -> None:
+    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
         if isinstance(fault, Signal):
@@ -286,6 +287,17 @@ class Scenario:
                 await asyncio.sleep(fault.for_s)
             finally:  # also when the scenario is cut short: never leave the target down
                 await asyncio.shield(asyncio.to_thread(start, settings))
+        elif isinstance(fault, Forge):
+            answer = await forge(self.pool, self.positions, fault, self.nonce, self.deadline)
+            if answer is None:
+                return  # never fired: the runner reports it
+            verdict = f"answered {answer.get('status')} ({answer.get('reason')})"
+            if answer.get("status") != "rejected" or not str(answer.get("reason")).startswith(
+                    "capability_"):
+                self.report.problems.append(f"forged {fault.tool} request {verdict}: the "
+                                            "forgery worked")
+            await self._fired(fault.id, f"forged {fault.tool} request in the {fault.outbox} "
+                                        f"outbox {verdict}")
         elif isinstance(fault, Redeliver):
             records = await self.positions.since_start(fault.topic)
             await self.positions.republish(records)

@@ -206,7 +206,25 @@ class Replica(_Strict):
     when: Trigger = Trigger()
 
 
-Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica, Field(discriminator="kind")]
+class Forge(_Strict):
+    """Write an effect request straight into a service's outbox table, with no capability, as
+    anyone holding that service's database role can: the relay publishes it like any row. It
+    fires once the downstream answered it (on ``effects.receipts``); an answer that is not a
+    refusal of its capability is a problem of the scenario: the forgery worked."""
+    kind: Literal["forge"]
+    id: Name
+    outbox: Literal["dispatcher", "policy", "proposal_intake", "projection"] = Field(
+        default="dispatcher", description="The schema whose outbox table receives the row.")
+    topic: str = Field(description="The effect topic the row names, e.g. effects.wallet.")
+    tool: str
+    tool_version: str = "1"
+    arguments: dict[str, Any] = Field(description="Canonical arguments (money in minor units).")
+    operation_key: str
+    when: Trigger = Trigger()
+
+
+Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge,
+                  Field(discriminator="kind")]
 
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
               "business_effects", "events", "result", "receipts", "settled",

@@ -11,7 +11,6 @@ is the forgery working.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ import asyncpg
 from intentledger.chaos.positions import Positions
 from shared.contracts.effect_requests import EFFECT_REQUESTED, EffectRequested
 from shared.contracts.fault_protocol import Forge, substitute
-from shared.messaging.envelope import Envelope
+from shared.messaging.envelope import Envelope, payload_of
 from shared.messaging.outbox import OutboxMessage, insert_outbox_rows
 from shared.topology import EFFECT_RECEIPTS
 
@@ -44,16 +43,8 @@ async def forge(pool: asyncpg.Pool, positions: Positions, fault: Forge, nonce: s
         await insert_outbox_rows(conn, fault.outbox, [OutboxMessage(fault.topic, envelope)])
     while time.monotonic() < deadline:
         for record in await positions.since_start(EFFECT_RECEIPTS):
-            payload = _payload(record.value)
+            payload = payload_of(record.value)
             if payload.get("operation_key") == key:
                 return payload
         await asyncio.sleep(POLL_S)
     return None
-
-
-def _payload(value: bytes | None) -> dict:
-    try:
-        payload = json.loads(value or b"").get("payload")
-    except (ValueError, AttributeError):
-        return {}
-    return payload if isinstance(payload, dict) else {}

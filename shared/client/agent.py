@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from shared.contracts.proposals import proposal_record_id
 from shared.identity.signatures import (HEADER, PROPOSAL, SigningKey, load_signing_key, sign,
                                         signing_key_from_env)
+from shared.messaging.envelope import payload_of
 from shared.messaging.kafka_security import client_options
 from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS
 from shared.tracing import current_traceparent
@@ -142,7 +143,7 @@ class ProposalClient:
         while call_ids - set(found) and (left := deadline - time.monotonic()) > 0:
             batch = await self._results.getmany(timeout_ms=int(min(left, 0.5) * 1000))
             for record in (r for records in batch.values() for r in records):
-                payload = _payload(record.value)
+                payload = payload_of(record.value)
                 if payload.get("proposal_id") == proposal_id and payload.get("call_id") in call_ids:
                     found[payload["call_id"]] = Outcome(payload["call_id"], payload["outcome"], payload)
         return found
@@ -157,15 +158,6 @@ class ProposalClient:
         await self._results.seek_to_end()
         for partition in self._results.assignment():
             await self._results.position(partition)
-
-
-def _payload(value: bytes | None) -> dict[str, Any]:
-    """Someone else's garbage on the results topic is not our answer, and not our crash."""
-    try:
-        payload = json.loads(value or b"").get("payload")
-    except (ValueError, AttributeError):
-        return {}
-    return payload if isinstance(payload, dict) else {}
 
 
 def _with(message: dict[str, Any], **optional: Any) -> dict[str, Any]:

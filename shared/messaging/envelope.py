@@ -87,6 +87,16 @@ def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Enve
 Payload = TypeVar("Payload", bound=BaseModel)
 
 
+def payload_of(value: bytes | None) -> dict[str, Any]:
+    """The payload of a record read off a shared topic by a client, never by a consumer of the
+    ledger: someone else's garbage there is nobody's answer and no client's crash, so it is {}."""
+    try:
+        payload = json.loads(value or b"").get("payload")
+    except (ValueError, AttributeError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
 def parse(envelope: Envelope, model: type[Payload]) -> Payload:
     """The envelope's payload as ``model``; a payload its event type does not allow is a
     ``PermanentError``, so the consumer template dead-letters the record with the reason."""

@@ -176,6 +176,7 @@ def test_the_downstream_services_registry_entry_loads(tmp_path):
 
 # sign_proposal.mjs and propose_kcat.sh
 
+@pytest.mark.tooling
 @pytest.mark.parametrize("curve", ["Ed25519", "P-256"])
 def test_the_node_signer_makes_a_signature_the_intake_verifies(curve, tmp_path):
     if shutil.which("node") is None:

@@ -10,7 +10,11 @@ credit, so the key and the credit commit together or not at all; a repeat gets t
 recorded the first time, marked ``replayed``, and writes nothing. Every request and every
 ``EffectLookupRequested`` (reconciliation's "did this key take effect?") is answered with one
 ``EffectReceiptIssued`` on the request's ``reply_topic``. Fences (``shared/downstream/
-fences.py``) refuse a request from a dispatcher worker that has lost its run's lease.
+fences.py``) refuse a request from a dispatcher worker that has lost its run's lease, and the
+policy's signed capability (``shared/downstream/capability_check.py``, with the policy's public
+keys from ``INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE``) refuses a request nobody authorized:
+whoever can write into an outbox can make the relay publish anything on this topic, but cannot
+sign as the policy.
 
 The receipt is sent after the database commit and the offset is committed after the receipt:
 a crash in between redelivers the request, which is then answered from the recorded response.
@@ -51,7 +55,8 @@ To have agents' calls reach it, declare the tool in the deployment's registry::
       topic: effects.credits
 
 Run it (``INTENTLEDGER_KAFKA_BOOTSTRAP`` and ``INTENTLEDGER_DATABASE_URL``, else the endpoints
-of ``intentledger infra up``); it creates its schema and tables on start::
+of ``intentledger infra up``, and ``INTENTLEDGER_CAPABILITY_PUBLIC_KEYS_FILE``, the policy's
+public keys); it creates its schema and tables on start::
 
     python examples/downstream_service.py --topic effects.credits --schema credits
 
@@ -78,10 +83,12 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EFFECT_REQUESTED, EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
 from shared.db.identifiers import checked_identifier
+from shared.downstream.capability_check import CapabilityCheck
 from shared.downstream.fences import admit
 from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
                                                 release_key, request_hash)
 from shared.errors import PermanentError
+from shared.identity import capability_keys
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, decode
 from shared.messaging.kafka_security import client_options
@@ -119,8 +126,8 @@ class Credit(BaseModel):
     currency: str = Field(pattern=r"^[A-Z]{3}$")
 
 
-async def answer(conn: asyncpg.Connection, schema: str, run_id: str,
-                 request: EffectRequested) -> EffectReceipt:
+async def answer(conn: asyncpg.Connection, schema: str, run_id: str, request: EffectRequested,
+                 check: CapabilityCheck) -> EffectReceipt:
     """Settle the key at most once, in the caller's transaction; the order of checks matters:
     a stale fence reads nothing, and a settled key is answered before the request is judged
     (refusing it now would deny an effect that exists)."""
@@ -132,7 +139,7 @@ async def answer(conn: asyncpg.Connection, schema: str, run_id: str,
     if claim.status == "reused":
         return receipt(request, "rejected", reason="operation_key_reused",
                        receipt_id=new_event_id())
-    credit = admissible(request)
+    credit = check.refusal(request) or admissible(request)
     if isinstance(credit, str):  # this request is refused, not the intent: leave the key free
         await release_key(conn, schema, request.operation_key)
         return receipt(request, "rejected", reason=credit, receipt_id=new_event_id())
@@ -199,8 +206,9 @@ def replayed(asked: EffectRequested | EffectLookupRequested,
 
 
 class Service:
-    def __init__(self, pool: asyncpg.Pool, producer: AIOKafkaProducer, schema: str) -> None:
-        self._pool, self._producer, self._schema = pool, producer, schema
+    def __init__(self, pool: asyncpg.Pool, producer: AIOKafkaProducer, schema: str,
+                 check: CapabilityCheck) -> None:
+        self._pool, self._producer, self._schema, self._check = pool, producer, schema, check
 
     async def handle(self, record: ConsumerRecord) -> None:
         """Answer one record; a record that can never be answered is reported and skipped
@@ -224,7 +232,7 @@ class Service:
         async with self._pool.acquire() as conn, conn.transaction():
             if envelope.event_type == EFFECT_REQUESTED:
                 asked = EffectRequested.model_validate(envelope.payload)
-                answered = await answer(conn, self._schema, envelope.run_id, asked)
+                answered = await answer(conn, self._schema, envelope.run_id, asked, self._check)
             elif envelope.event_type == EFFECT_LOOKUP_REQUESTED:
                 asked = EffectLookupRequested.model_validate(envelope.payload)
                 answered = await answer_lookup(conn, self._schema, envelope.run_id, asked)
@@ -237,7 +245,9 @@ class Service:
 
 async def serve(args: argparse.Namespace) -> int:
     schema = checked_identifier(args.schema)
-    endpoints = Settings().endpoints
+    settings = Settings()
+    endpoints = settings.endpoints
+    check = CapabilityCheck(capability_keys.public_keys(settings))
     pool = await asyncpg.create_pool(endpoints.database_url, min_size=1, max_size=2)
     kafka = client_options(endpoints.kafka_bootstrap)
     producer = AIOKafkaProducer(**kafka, acks="all", enable_idempotence=True)
@@ -247,7 +257,7 @@ async def serve(args: argparse.Namespace) -> int:
         await pool.execute(DDL.format(schema=schema))
         await producer.start()
         await consumer.start()
-        await consume(consumer, Service(pool, producer, schema), args)
+        await consume(consumer, Service(pool, producer, schema, check), args)
     finally:
         await consumer.stop()
         await producer.stop()

@@ -9,7 +9,7 @@ holder of another service's credentials can forge nothing, and several keys can 
 once while the policy's key is rotated. A capability signed by a kid outside the set (rotated
 out) is refused.
 
-All cryptography is joserfc's; nothing here computes a signature.
+The signature is a sealed document's (``shared.identity.sealed``); nothing here computes one.
 """
 
 from __future__ import annotations
@@ -19,16 +19,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from joserfc import jws
-from joserfc.errors import JoseError
 from joserfc.jwk import OKPKey
 
 from shared.contracts.authorizations import Capability
 from shared.contracts.intake import Intent
+from shared.identity import sealed
 from shared.tools.jcs import jcs
 
 TYP = "intentledger-capability+jws"
-_REGISTRY = jws.JWSRegistry(algorithms=["Ed25519"])
 _BOUND_FIELDS = ("run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
                  "tool_name", "tool_version", "arguments_hash", "deadline_at", "run_max_attempts")
 _UNSIGNED = "e30..AA"
@@ -40,34 +38,26 @@ PublicKeys = Mapping[str, OKPKey]
 def sign(claims: dict[str, Any], key: OKPKey) -> Capability:
     """``claims``: every Capability field but ``signature``. They are signed in the form the
     capability serializes to, so the bytes checked later are the bytes signed now."""
-    if not key.kid:
-        raise ValueError("the capability signing key has no kid")
+    if not isinstance(key, OKPKey):
+        raise ValueError("capabilities are signed with an Ed25519 (OKP) key")
     unsigned = Capability.model_validate(claims | {"signature": _UNSIGNED})
-    payload = jcs(unsigned.model_dump(mode="json", exclude={"signature"}))
-    token = jws.serialize_compact({"alg": "Ed25519", "kid": key.kid, "typ": TYP}, payload, key,
-                                  registry=_REGISTRY)
-    return unsigned.model_copy(update={"signature": jws.detach_compact_content(token)})
+    signature = sealed.seal(_signed_fields(unsigned), key, TYP)
+    return unsigned.model_copy(update={"signature": signature})
 
 
 def signature_refusal(capability: Capability, keys: PublicKeys) -> str | None:
     """Why this capability's signature does not hold, or None: signed by a key of ``keys``
     over these very fields."""
-    payload = jcs(capability.model_dump(mode="json", exclude={"signature"}))
     try:
-        extracted = jws.extract_compact(capability.signature.encode(), payload, _REGISTRY)
-    except (JoseError, ValueError):
-        return "capability_signature_invalid"
-    header = extracted.protected
-    public = keys.get(str(header.get("kid")))
-    if public is None:
-        return "capability_key_unknown"
-    if header.get("typ") != TYP or header.get("alg") != "Ed25519":
-        return "capability_signature_invalid"
-    try:
-        holds = jws.validate_compact(extracted, public, registry=_REGISTRY)
-    except (JoseError, ValueError):
-        return "capability_signature_invalid"
-    return None if holds else "capability_signature_invalid"
+        sealed.signer_of(_signed_fields(capability), capability.signature, TYP, keys.get)
+    except sealed.Unsealed as refused:
+        return ("capability_key_unknown" if refused.reason == "key_unknown"
+                else "capability_signature_invalid")
+    return None
+
+
+def _signed_fields(capability: Capability) -> dict[str, Any]:
+    return capability.model_dump(mode="json", exclude={"signature"})
 
 
 def refusal(capability: Capability, intent: Intent, keys: PublicKeys, now: datetime) -> str | None:

@@ -23,6 +23,7 @@ LEDGER_INTAKE = "ledger.intake"
 LEDGER_APPROVALS = "ledger.approvals"
 LEDGER_AUTHORIZATIONS = "ledger.authorizations"
 LEDGER_RESOLUTIONS = "ledger.resolutions"
+LEDGER_COMPENSATIONS = "ledger.compensations"
 LEDGER_DISPATCH = "ledger.dispatch"
 LEDGER_EFFECTS = "ledger.effects"
 EFFECT_RECEIPTS = "effects.receipts"
@@ -78,6 +79,8 @@ TOPICS = (
     Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents reconciliation could not settle",
           "ledger.resolutions.schema.json", "run id", (OPERATORS, CONSOLE),
           ("dispatcher-priority",), True),
+    Topic(LEDGER_COMPENSATIONS, "compensations the dispatcher proposes, sealed with its key",
+          "ledger.compensations.schema.json", "run id", ("dispatcher",), ("policy",), False),
     Topic(LEDGER_DISPATCH, "the dispatcher's lifecycle of each intent",
           "ledger.dispatch.schema.json", "run id", ("dispatcher",), ("projection",), False),
     Topic(LEDGER_EFFECTS, "committed business effects, with their audit trail",

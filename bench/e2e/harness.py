@@ -61,7 +61,7 @@ class Bench:
             await startup.seed_wallets(self.pool, self.names.wallet_ids)
             self._warn(await startup.leftovers(self.pool))
             signers = startup.identities(self.settings)
-            await startup.start_services(self.stack, self.config, signers.principals_file)
+            await startup.start_services(self.stack, self.config, signers)
             self.meter.add_stack(self.stack, self.settings)
             backlog = Backlog(self.endpoints.kafka_bootstrap)
             await backlog.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared.identity.local import LocalIdentities
 from shared.topology import CONSUMER_GROUPS, consumed_by
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,21 +28,25 @@ TERMINAL = frozenset(EXPECTED_DEBITS)
 
 
 def service_env(service: str, overrides: dict[str, dict[str, str]],
-                principals_file: Path | None = None) -> dict[str, str]:
+                identities: LocalIdentities | None = None) -> dict[str, str]:
     """The environment of one service's processes: the benchmark's policy, tool registry and
-    principals (who signs its proposals), then the ``--env`` settings given for that service."""
+    identities (who signs its proposals, and the dispatcher's key for compensations), then the
+    ``--env`` settings given for that service."""
     env: dict[str, str] = {}
+    principals = ({"PRINCIPALS_FILE": str(identities.principals_file)} if identities else {})
     if service == "proposal-intake":
         env |= {"INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
-                **({"INTENTLEDGER_INTAKE_PRINCIPALS_FILE": str(principals_file)}
-                   if principals_file else {}),
+                **{f"INTENTLEDGER_INTAKE_{name}": value for name, value in principals.items()},
                 # budgets are not what this measures: no run runs out of calls or attempts
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_CALLS": "100000",
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000"}
     if service == "policy":
         env |= {"INTENTLEDGER_POLICY_POLICY_FILE": str(POLICY_FILE),
-                "INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE)}
+                "INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
+                **{f"INTENTLEDGER_POLICY_{name}": value for name, value in principals.items()}}
     if service == "dispatcher":
         env |= {"INTENTLEDGER_DISPATCHER_POLICY_FILE": str(POLICY_FILE),
-                "INTENTLEDGER_DISPATCHER_TOOLS_FILE": str(TOOLS_FILE)}
+                "INTENTLEDGER_DISPATCHER_TOOLS_FILE": str(TOOLS_FILE),
+                **{f"INTENTLEDGER_DISPATCHER_{name}": value for name, value in principals.items()},
+                **(identities.dispatcher_env() if identities else {})}
     return env | overrides.get(service, {})

@@ -5,7 +5,6 @@ earlier run noted."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,7 +15,7 @@ from bench.e2e.pipeline import MOVING, SERVICES, service_env
 from intentledger.chaos.stack import Stack
 from downstreams.wallet.repository import open_wallet
 from shared.config import Settings
-from shared.identity.local import Identity, LocalIdentities
+from shared.identity.local import DISPATCHER, Identity, LocalIdentities
 
 OPENING_BALANCE_MINOR = 10**13
 """Every wallet of the run opens with this much: no debit is refused for want of funds."""
@@ -57,18 +56,18 @@ async def leftovers(pool: asyncpg.Pool) -> str | None:
 
 def identities(settings: Settings) -> LocalIdentities:
     """The benchmark's principal, signing every proposal as a deployed agent does (signing and
-    verifying are part of what is measured)."""
+    verifying are part of what is measured), and the dispatcher's, which seals compensations."""
     local = LocalIdentities(settings.home / "identity" / "bench")
-    local.ensure([Identity(PRINCIPAL, (TENANT,))])
+    local.ensure([Identity(PRINCIPAL, (TENANT,)), DISPATCHER])
     return local
 
 
-async def start_services(stack: Stack, config: Config, principals_file: Path) -> None:
+async def start_services(stack: Stack, config: Config, identities: LocalIdentities) -> None:
     """Every service, then the extra replicas ``--replicas`` asks for."""
     def env(service: str) -> dict[str, str]:
         unsigned = {"INTENTLEDGER_INTAKE_UNSIGNED_TENANTS": f'["{TENANT}"]'} \
             if config.unsigned and service == "proposal-intake" else {}
-        return service_env(service, config.env, principals_file) | unsigned
+        return service_env(service, config.env, identities) | unsigned
 
     # The relay first: the others' start-up (topics, migrations) needs nothing from it, but
     # starting six Python processes at once on two cores only makes each slower.

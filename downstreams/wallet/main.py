@@ -23,9 +23,6 @@ from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.topology import EFFECTS_WALLET
 
-COMPENSATING_TOOLS = ("wallet.refund",)
-"""Sent by the dispatcher as compensations, without a capability (docs/downstreams.md)."""
-
 
 async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None = None,
                      stopping: asyncio.Event | None = None) -> IdempotentConsumer:
@@ -34,8 +31,7 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
     if wallet_settings.faults:
         faults.configure(",".join(filter(None, (os.environ.get("INTENTLEDGER_FAULTS", ""),
                                                 wallet_settings.faults))))
-    check = CapabilityCheck(capability_keys.public_keys(settings),
-                            compensating_tools=COMPENSATING_TOOLS)
+    check = CapabilityCheck(capability_keys.public_keys(settings))
     service = ConsumerService(
         name="wallet", schema=SCHEMA,
         routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}, WalletInbox(check)),

@@ -20,9 +20,6 @@ from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.topology import EFFECTS_WAREHOUSE
 
-COMPENSATING_TOOLS = ("inventory.release",)
-"""Sent by the dispatcher as compensations, without a capability (docs/downstreams.md)."""
-
 
 async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSettings | None = None,
                         stopping: asyncio.Event | None = None) -> IdempotentConsumer:
@@ -34,8 +31,7 @@ async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSetting
     service = ConsumerService(
         name="warehouse", schema=SCHEMA,
         routes=Router(ROUTES, {EFFECTS_WAREHOUSE: warehouse_settings.request_topic},
-                      WarehouseInbox(CapabilityCheck(capability_keys.public_keys(settings),
-                                                     compensating_tools=COMPENSATING_TOOLS))),
+                      WarehouseInbox(CapabilityCheck(capability_keys.public_keys(settings)))),
         writes=(warehouse_settings.reply_topic,),
         crash_point="warehouse.after_commit", batch_size=warehouse_settings.batch_size)
     return await serve(service, settings,

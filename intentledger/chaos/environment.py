@@ -13,9 +13,11 @@ from shared.contracts.fault_protocol import FaultProtocol, Inject
 
 
 def service_env(protocol: FaultProtocol, protocol_path: Path, service: str,
-                armed: list[Inject], principals_file: Path | None = None) -> dict[str, str]:
+                armed: list[Inject], principals_file: Path | None = None,
+                dispatcher_key_file: Path | None = None) -> dict[str, str]:
     """Settings for ``service``; ``armed`` are the fault rules its process starts with;
-    ``principals_file`` lists who signs the protocol's proposals."""
+    ``principals_file`` lists who signs the protocol's proposals and the dispatcher's
+    compensations, which it seals with ``dispatcher_key_file``."""
     env: dict[str, str] = {}
     limits = protocol.limits
     policy, tools = (str((protocol_path.parent / name).resolve()) if name else None
@@ -31,7 +33,8 @@ def service_env(protocol: FaultProtocol, protocol_path: Path, service: str,
     if service == "dispatcher":
         _set(env, "INTENTLEDGER_DISPATCHER_", LEASE_TTL_S=limits.lease_ttl_s,
              MAX_LOOKUPS=limits.lookups, RECOVERY_RESERVE_S=limits.recovery_reserve_s,
-             POLICY_FILE=policy, TOOLS_FILE=tools, PRINCIPALS_FILE=principals_file)
+             POLICY_FILE=policy, TOOLS_FILE=tools, PRINCIPALS_FILE=principals_file,
+             SIGNING_KEY_FILE=dispatcher_key_file)
     if tuning := protocol.services.get(service):
         env |= tuning.env
     if armed:

@@ -14,6 +14,7 @@ import random
 import secrets
 import signal
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,10 @@ from intentledger.chaos.positions import Positions
 from intentledger.chaos.quiescence import MOVING, wait_quiet
 from intentledger.chaos.stack import ServiceProcess
 from intentledger.chaos.stack import Stack
+from intentledger.chaos.approvals import approve
 from intentledger.chaos.forgery import forge
 from intentledger.chaos.signers import scenario_identities
+from shared.identity.local import DISPATCHER
 from intentledger.chaos.submit import Sent, publish_raw, send_turn, turns
 from services.projection.replay import replay
 from downstreams.wallet.repository import open_wallet
@@ -34,8 +37,8 @@ from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
 from shared.client.agent import Outcome
 from shared.config import Endpoints, Settings
-from shared.contracts.fault_protocol import (FaultProtocol, Forge, Inject, Outage, Redeliver, Replica,
-                                             Signal, Trigger, substitute)
+from shared.contracts.fault_protocol import (Approve, FaultProtocol, Forge, Inject, Outage,
+                                             Redeliver, Replica, Signal, Trigger, substitute)
 from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
@@ -255,11 +258,11 @@ class Scenario:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
-    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge) -> None:
+    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve) -> None:
         await self._apply(fault)
         self.over[fault.id].set()
 
-    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge) -> None:
+    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
         if isinstance(fault, Signal):
@@ -298,6 +301,11 @@ class Scenario:
                                             "forgery worked")
             await self._fired(fault.id, f"forged {fault.tool} request in the {fault.outbox} "
                                         f"outbox {verdict}")
+        elif isinstance(fault, Approve):
+            logical_call_id = await self._answered(fault.call, f"fault {fault.id}")
+            published = await approve(self.endpoints, fault, logical_call_id, self.identities,
+                                      self.deadline)
+            await self._fired(fault.id, f"on {fault.call}: {'; '.join(published)}")
         elif isinstance(fault, Redeliver):
             records = await self.positions.since_start(fault.topic)
             await self.positions.republish(records)
@@ -336,6 +344,14 @@ class Scenario:
             if time.monotonic() > self.deadline:
                 raise RuntimeError(f"{waiting} waited for {call} in vain")
             await asyncio.sleep(0.02)
+
+    async def _answered(self, call: str, waiting: str) -> uuid.UUID:
+        """The logical call id the intake answered ``call``'s proposal with."""
+        while (sent := self.sent.get(call)) is None or sent.logical_call_id is None:
+            if time.monotonic() > self.deadline:
+                raise RuntimeError(f"{waiting} waited for {call}'s answer in vain")
+            await asyncio.sleep(0.02)
+        return uuid.UUID(sent.logical_call_id)
 
     async def _fired(self, fault_id: str, detail: str) -> None:
         record = self.records[fault_id]
@@ -380,7 +396,8 @@ class Scenario:
                  and self.records[rule.id].fired_at_s is None
                  and not (replica and self._fired_in_log(replica, rule))]
         return service_env(self.protocol, self.path, service, rules,
-                           self.identities.principals_file)
+                           self.identities.principals_file,
+                           self.identities.key_file(DISPATCHER.principal_id))
 
     def _subjects(self, placements: list[tuple[str, int, int]]) -> measured.Subjects:
         sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Outcome(

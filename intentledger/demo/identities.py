@@ -1,5 +1,6 @@
-"""Who acts in the demo: the agents that propose, the people who approve and resolve, and the
-console that signs for the people signed in to it.
+"""Who acts in the demo: the agents that propose, the people who approve and resolve, the
+console that signs for the people signed in to it, and the dispatcher that proposes
+compensations.
 
 Their keys are made on the first demo and kept in ``<home>/identity/`` (``shared.identity.local``),
 so proposals, approvals and resolutions are signed and verified as in a deployment; only where
@@ -9,7 +10,7 @@ the keys come from differs. Every service the demo starts is pointed at the one 
 from __future__ import annotations
 
 from shared.config import Settings
-from shared.identity.local import Identity, LocalIdentities
+from shared.identity.local import DISPATCHER, Identity, LocalIdentities
 from shared.operator.publish import Signer
 
 OPERATOR_ID = "operator:demo"
@@ -23,6 +24,7 @@ PRINCIPALS = (
     Identity("operator:dana", ("*",), "person", ("operator", "approver")),
     Identity(OPERATOR_ID, ("*",), "person", ("operator",)),
     Identity("console", ("*",), "service", ("publishes-for-people",)),
+    DISPATCHER,
 )
 
 
@@ -33,12 +35,14 @@ def demo_identities(settings: Settings) -> LocalIdentities:
 
 
 def service_env(identities: LocalIdentities) -> dict[str, str]:
-    """What the demo's intake, policy and dispatcher verify with, and the console signs with."""
+    """What the demo's intake, policy and dispatcher verify with, and the console and the
+    dispatcher sign with."""
     principals = str(identities.principals_file)
     return {"INTENTLEDGER_INTAKE_PRINCIPALS_FILE": principals,
             "INTENTLEDGER_POLICY_PRINCIPALS_FILE": principals,
             "INTENTLEDGER_DISPATCHER_PRINCIPALS_FILE": principals,
-            "INTENTLEDGER_CONSOLE_SIGNING_KEY_FILE": str(identities.key_file("console"))}
+            "INTENTLEDGER_CONSOLE_SIGNING_KEY_FILE": str(identities.key_file("console")),
+            **identities.dispatcher_env()}
 
 
 def signer(identities: LocalIdentities, principal_id: str) -> Signer:

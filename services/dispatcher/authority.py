@@ -2,9 +2,9 @@
 
 A queued call can outlive its capability, its approvals, the policy version that allowed it,
 the run's attempt budget and the run's deadline; each is checked again right before every send
-attempt, in the transaction that records the attempt. A compensation carries no capability
-from the policy service: it is authorized by the current policy when requested and again
-before each of its attempts.
+attempt, in the transaction that records the attempt. A compensation too carries the policy's
+capability (the dispatcher proposes it, ``compensations.py``), and is not stopped by its run's
+abort, which is what it answers.
 """
 
 from __future__ import annotations
@@ -50,29 +50,32 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, keys: capabili
     """``requires_approval``: the registry's flag for the call's tool; checked here again so
     that no policy file, however written, lets an irreversible call out unapproved."""
     intent = Intent.model_validate(call.intent)
-    issued_under = call.policy_version
     if now >= call.deadline_at:
         return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,
                        f"the deadline {call.deadline_at.isoformat()} has passed")
-    if call.compensates is None:
-        if run.aborted_at is not None:
-            return Refusal(CallState.DENIED, DispatchReason.RUN_ABORTED,
-                           f"the run stopped dispatching: {run.abort_reason}")
-        if call.capability is None:
-            return Refusal(CallState.DENIED, DispatchReason.CAPABILITY_NOT_FOR_THIS_INTENT,
-                           "no capability")
-        capability = Capability.model_validate(call.capability)
-        if reason := capabilities.refusal(capability, intent, keys, now):
-            return Refusal(CallState.DENIED, DispatchReason(reason),
-                           f"capability {capability.capability_id}: {reason}")
-        issued_under = capability.policy_version
-        if requires_approval and not capability.approvals:
-            return Refusal(CallState.DENIED, DispatchReason.APPROVAL_MISSING,
-                           f"{call.tool_name} is irreversible: it needs an approval before dispatch")
+    if call.compensates is None and run.aborted_at is not None:
+        return Refusal(CallState.DENIED, DispatchReason.RUN_ABORTED,
+                       f"the run stopped dispatching: {run.abort_reason}")
+    if call.policy_refusal is not None:
+        refused = call.policy_refusal
+        return Refusal(CallState.DENIED, DispatchReason.COMPENSATION_NOT_AUTHORIZED,
+                       f"policy {call.policy_version} refused it: {refused.get('reason_code')}"
+                       f" ({refused.get('message')})")
+    if call.capability is None:
+        return Refusal(CallState.DENIED, DispatchReason.CAPABILITY_NOT_FOR_THIS_INTENT,
+                       "no capability")
+    capability = Capability.model_validate(call.capability)
+    if reason := capabilities.refusal(capability, intent, keys, now):
+        return Refusal(CallState.DENIED, DispatchReason(reason),
+                       f"capability {capability.capability_id}: {reason}")
+    issued_under = capability.policy_version
+    if requires_approval and not capability.approvals:
+        return Refusal(CallState.DENIED, DispatchReason.APPROVAL_MISSING,
+                       f"{call.tool_name} is irreversible: it needs an approval before dispatch")
     if issued_under != policy.current_version():
         policy.catch_up()
     if issued_under != policy.current_version():
-        approvals = Capability.model_validate(call.capability).approvals if call.capability else ()
+        approvals = capability.approvals
         verdict = policy.evaluate(intent, approvals)
         if verdict == "deny":
             return Refusal(CallState.DENIED, DispatchReason.POLICY_CHANGED_TO_DENY,

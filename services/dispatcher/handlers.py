@@ -1,6 +1,8 @@
 """What the dispatcher's consumer does with a record: store the fact, wake the scheduler.
 
-No decision is taken here. An authorization becomes a call due at once; a receipt becomes the
+No decision is taken here. An authorization becomes a call due at once (for a compensation,
+which the dispatcher recorded when it proposed it, the policy's capability or denial is put on
+the waiting call); a receipt becomes the
 answer of the attempt it names (the first answer counts; a redelivered copy changes nothing);
 an operator's resolution is kept until the call's next step judges it, once its signature
 proves the operator it names sent it (``shared.identity.acting``); one that does not is
@@ -18,7 +20,7 @@ from services.dispatcher import repository as repo
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
-from shared.contracts.authorizations import Authorization
+from shared.contracts.authorizations import Authorization, AuthorizationRefusal
 from shared.contracts.effect_requests import EffectReceipt
 from shared.contracts.resolutions import Resolution
 from shared.db.unit_of_work import UnitOfWork
@@ -65,6 +67,11 @@ class DispatcherInbox:
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
         authorization, traceparent = parse(envelope, Authorization), envelope.traceparent
         intent = authorization.intent
+        if intent.compensates is not None:  # the call exists: it waits for this capability
+            await self._compensation_answered(uow, intent.logical_call_id,
+                                              authorization.capability.model_dump(mode="json"),
+                                              authorization.policy_version, None)
+            return
         deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
         conn = uow.connection
         await repo.insert_run(conn, intent.run_id, intent.tenant_id, intent.principal_id, deadline,
@@ -74,6 +81,25 @@ class DispatcherInbox:
                                   policy_version=authorization.capability.policy_version,
                                   deadline_at=deadline, traceparent=traceparent):
             await repo.wake(conn, intent.logical_call_id)
+
+    async def denied(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        """Only a compensation waits for a denial; any other denied intent never became a call."""
+        refusal = parse(envelope, AuthorizationRefusal)
+        if refusal.intent.compensates is not None:
+            await self._compensation_answered(
+                uow, refusal.intent.logical_call_id, None, refusal.policy_version,
+                {"reason_code": refusal.reason_code, "message": refusal.message,
+                 "rule": refusal.rule})
+
+    async def _compensation_answered(self, uow: UnitOfWork, logical_call_id, capability,
+                                     policy_version: str, refusal) -> None:
+        """The capability is checked at dispatch as any call's (a forged one is refused there)."""
+        if await repo.authorize_compensation(uow.connection, logical_call_id, capability,
+                                             policy_version, refusal):
+            await repo.wake(uow.connection, logical_call_id)
+        else:
+            log.info("the policy's answer for compensation %s: no call waits for it",
+                     logical_call_id)
 
     async def answered(self, uow: UnitOfWork, envelope: Envelope) -> None:
         receipt = parse(envelope, EffectReceipt)

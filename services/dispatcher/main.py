@@ -14,6 +14,7 @@ import asyncpg
 
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.compensations import Proposer
 from services.dispatcher.handlers import DispatcherInbox
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.policy_view import PolicyFile
@@ -34,7 +35,7 @@ from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
-from shared.tools import load_registry
+from shared.tools import ToolRegistry, load_registry
 from shared.topology import EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_RESOLUTIONS
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     registry = load_registry(config.tools_file)  # a bad registry or policy stops us here, loudly
     policy = PolicyFile(PolicyWatcher(config.policy_file, config.policy_reload_interval_s), registry)
     breakers = Breakers(config.breaker_failures, timedelta(seconds=config.breaker_cooldown_s))
-    stepper = Stepper(registry, policy, breakers, config, capability_keys.public_keys(settings))
+    stepper = Stepper(registry, policy, breakers, config, capability_keys.public_keys(settings),
+                      _proposer(config, registry))
     principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
@@ -60,7 +62,8 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         name="dispatcher", schema=SCHEMA,
         routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config, principals)),
         priority=tuple(names[topic] for topic in PRIORITY),
-        writes=(config.dispatch_topic, config.effects_topic, *tool_topics),
+        writes=(config.dispatch_topic, config.effects_topic, config.compensations_topic,
+                *tool_topics),
         crash_point="dispatcher.after_commit", batch_size=config.batch_size,
         decoder=decode_signed)
 
@@ -92,6 +95,17 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=scheduling,
                        shown=(config,))
+
+
+def _proposer(config: DispatcherSettings, registry: ToolRegistry) -> Proposer | None:
+    """Refuses to start a dispatcher that would have to compensate and could not."""
+    key = config.key
+    if key is None and any(tool.compensating_tool for tool in registry.tools):
+        raise RuntimeError("the registry declares compensatable tools and the dispatcher has no "
+                           "key to propose their compensations with: set "
+                           "INTENTLEDGER_DISPATCHER_SIGNING_KEY_FILE (or _SIGNING_KEY), the "
+                           f"private key of principal {config.principal_id!r} (role compensator)")
+    return Proposer(config.principal_id, key) if key is not None else None
 
 
 async def _sample_backlog(pool: asyncpg.Pool, measured: DispatcherMetrics,

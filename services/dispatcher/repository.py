@@ -42,11 +42,13 @@ class Call:
     compensates: uuid.UUID | None
     succeeded_at: datetime | None
     traceparent: str | None
+    policy_refusal: dict[str, Any] | None
+    """A compensation's: the policy's refusal of its proposal, not yet recorded as a denial."""
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> Call:
         values = {name: row[name] for name in cls.__dataclass_fields__}
-        for name in ("canonical_arguments", "intent", "capability", "result"):
+        for name in ("canonical_arguments", "intent", "capability", "result", "policy_refusal"):
             values[name] = json.loads(values[name]) if values[name] is not None else None
         values["state"] = CallState(values["state"])
         return cls(**values)
@@ -91,8 +93,9 @@ async def insert_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, prin
 async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
                       capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
                       compensates: uuid.UUID | None = None, traceparent: str | None = None,
-                      state: CallState = CallState.AUTHORIZED) -> bool:
-    """A new call, due at once; False if this intent is already known (a redelivery).
+                      state: CallState = CallState.AUTHORIZED, due_at: datetime | None = None) -> bool:
+    """A new call, due at ``due_at`` (default: at once); False if this intent is already known
+    (a redelivery).
     Another call under the same operation key is not a redelivery: it raises UniqueViolation
     (the consumer dead-letters it, visibly) instead of vanishing."""
     inserted = await conn.fetchval(
@@ -100,13 +103,29 @@ async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
         " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
         " capability, policy_version, state, version, deadline_at, next_action_at, compensates,"
         " traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb,"
-        " $12, $13, 1, $14, now(), $15, $16) ON CONFLICT (logical_call_id) DO NOTHING RETURNING true",
+        " $12, $13, 1, $14, coalesce($17, now()), $15, $16) ON CONFLICT (logical_call_id) DO NOTHING"
+        " RETURNING true",
         uuid.UUID(str(intent["logical_call_id"])), intent["run_id"], intent["operation_key"],
         intent["tool_name"], intent["tool_version"], intent["arguments_hash"],
         json.dumps(intent["canonical_arguments"]), intent["principal_id"], intent["tenant_id"],
         json.dumps(intent), json.dumps(capability) if capability is not None else None,
-        policy_version, state, deadline_at, compensates, traceparent)
+        policy_version, state, deadline_at, compensates, traceparent, due_at)
     return bool(inserted)
+
+
+async def authorize_compensation(conn: asyncpg.Connection, logical_call_id: uuid.UUID,
+                                 capability: dict[str, Any] | None, policy_version: str,
+                                 refusal: dict[str, Any] | None) -> bool:
+    """The policy's answer to a compensation's proposal, its capability or its refusal, onto
+    the waiting call (``wake`` it then); False (nothing changed) unless the call is a
+    compensation still waiting for its first answer (a redelivered answer changes nothing)."""
+    return bool(await conn.fetchval(
+        f"UPDATE {SCHEMA}.calls SET capability = $2::jsonb, policy_version = $3,"
+        " policy_refusal = $4::jsonb"
+        " WHERE logical_call_id = $1 AND compensates IS NOT NULL AND state = 'AUTHORIZED'"
+        "   AND capability IS NULL AND policy_refusal IS NULL RETURNING true",
+        logical_call_id, json.dumps(capability) if capability is not None else None,
+        policy_version, json.dumps(refusal) if refusal is not None else None))
 
 
 async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,

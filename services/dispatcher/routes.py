@@ -17,7 +17,7 @@ from shared.topology import EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_RESOL
 
 ROUTES: Routes = {
     LEDGER_AUTHORIZATIONS: {AUTHORIZATION_ALLOWED: DispatcherInbox.authorized,
-                            AUTHORIZATION_DENIED: IGNORED,  # nothing to dispatch
+                            AUTHORIZATION_DENIED: DispatcherInbox.denied,  # a compensation's
                             APPROVAL_REQUESTED: IGNORED},   # an allow or a denial follows
     EFFECT_RECEIPTS: {EFFECT_RECEIPT_ISSUED: DispatcherInbox.answered},
     LEDGER_RESOLUTIONS: {RESOLUTION_REQUESTED: DispatcherInbox.resolution_requested},

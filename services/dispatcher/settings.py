@@ -7,11 +7,12 @@ import socket
 import uuid
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import (EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
-                             LEDGER_EFFECTS, LEDGER_RESOLUTIONS)
+from shared.identity.signatures import SigningKey, load_signing_key, parse_signing_key
+from shared.topology import (EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
+                             LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -35,6 +36,13 @@ class DispatcherSettings(BaseSettings):
     read here; re-read every ``principals_reload_interval_s``. The default is the example file,
     whose private keys nobody has: until a deployment sets its own, no resolution is applied."""
     principals_reload_interval_s: float = Field(default=5.0, gt=0)
+    principal_id: str = "dispatcher"
+    """The dispatcher's own principal in the principals file (kind service, role
+    ``compensator``): what it seals its compensation proposals as."""
+    signing_key_file: Path | None = None
+    """That principal's private JWK; or ``signing_key``, the JWK's JSON itself. Required when
+    the registry declares a compensatable tool: without it no compensation can be authorized."""
+    signing_key: SecretStr | None = Field(default=None, repr=False)
     worker_id: str = Field(default_factory=_worker_id)
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
     dispatch_topic: str = LEDGER_DISPATCH
@@ -43,6 +51,8 @@ class DispatcherSettings(BaseSettings):
     """⚑ Committed effects, for any subscriber."""
     resolutions_topic: str = LEDGER_RESOLUTIONS
     """Operators' resolutions (``intentledger resolve``)."""
+    compensations_topic: str = LEDGER_COMPENSATIONS
+    """Where compensations are proposed to the policy."""
     reply_topic: str = EFFECT_RECEIPTS
     """Named in every Kafka effect request; downstreams answer there."""
     lease_ttl_s: float = Field(default=10.0, gt=0)
@@ -77,3 +87,10 @@ class DispatcherSettings(BaseSettings):
     scan_interval_s: float = Field(default=0.5, gt=0)
     batch_size: int = Field(default=200, ge=1)
     faults: str = ""
+
+    @property
+    def key(self) -> SigningKey | None:
+        if self.signing_key is not None and self.signing_key.get_secret_value():
+            return parse_signing_key(self.signing_key.get_secret_value(),
+                                     "INTENTLEDGER_DISPATCHER_SIGNING_KEY")
+        return load_signing_key(self.signing_key_file) if self.signing_key_file else None

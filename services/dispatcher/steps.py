@@ -31,13 +31,14 @@ from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView, Refusal, refusal_at_dispatch
 from services.dispatcher.breaker import Breakers
-from services.dispatcher.compensations import NoCompensation, compensation_intent
+from services.dispatcher.compensations import NoCompensation, Proposer, intent_for
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared.capabilities import PublicKeys
+from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.intake import Intent
 from shared.contracts.resolutions import Resolution
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
@@ -47,6 +48,7 @@ from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETT
                                        TOOL_OUTCOME_RESOLVED,
                                        TOOL_RESULT_RECORDED, CallState, DispatchReason)
 from shared.db.unit_of_work import UnitOfWork
+from shared.messaging.envelope import Envelope
 from shared.tools import Rejection, ToolRegistry, ToolSpec
 from shared.tracing import current_traceparent
 
@@ -121,8 +123,10 @@ def dependency_of(tool: ToolSpec) -> str:
 
 class Stepper:
     def __init__(self, registry: ToolRegistry, policy: PolicyView, breakers: Breakers,
-                 settings: DispatcherSettings, keys: PublicKeys) -> None:
+                 settings: DispatcherSettings, keys: PublicKeys, proposer: Proposer | None) -> None:
+        """``proposer``: how this dispatcher proposes compensations (None: it cannot)."""
         self._registry = registry
+        self._proposer = proposer
         self._policy = policy
         self._breakers = breakers
         self._settings = settings
@@ -165,6 +169,11 @@ class Stepper:
 
     async def _record_intent(self, step: _Step) -> None:
         """Invariant 1: the intent is durable before anything can be sent."""
+        call = step.call
+        if (call.compensates is not None and call.capability is None
+                and call.policy_refusal is None and step.now < call.deadline_at):
+            await repo.postpone(step.conn, call, call.deadline_at)  # the policy has not answered
+            return
         if refusal := self._refusal(step):
             await self._refuse(step, refusal)
             return
@@ -529,17 +538,18 @@ class Stepper:
                 return
 
     async def _request_compensation(self, step: _Step, original: Call, tool: ToolSpec) -> bool:
-        """True when a compensation is now in flight; False when it could not even start
-        (recorded as COMPENSATION_FAILED, and the saga moves on to the next step)."""
+        """True when a compensation is now proposed to the policy (its call recorded, waiting
+        for the capability); False when it could not even start (recorded as
+        COMPENSATION_FAILED, and the saga moves on to the next step)."""
         deadline = step.now + timedelta(seconds=self._settings.compensation_window_s)
         try:
-            intent = self._compensation_for(original, tool, deadline)
+            intent, proposal = self._compensation_for(original, tool, deadline)
             await repo.extend_work(step.conn, original.run_id, deadline)
             if not await repo.insert_call(step.conn, intent=intent.model_dump(mode="json"),
                                           capability=None,
                                           policy_version=self._policy.current_version(),
                                           deadline_at=deadline, compensates=original.logical_call_id,
-                                          traceparent=current_traceparent()):
+                                          traceparent=current_traceparent(), due_at=deadline):
                 raise NoCompensation(DispatchReason.COMPENSATION_NOT_AUTHORIZED,
                                      f"operation key {intent.operation_key} already names a call")
         except NoCompensation as problem:
@@ -554,16 +564,21 @@ class Stepper:
                               detail=problem.detail)
             step.count(metrics.COMPENSATION_FAILED, original)
             return False
+        step.uow.emit(self._settings.compensations_topic, Envelope.new(
+            event_type=COMPENSATION_PROPOSED, run_id=intent.run_id, producer=events.PRODUCER,
+            payload=proposal.model_dump(mode="json")))
         version = await self._move_other(step, original, S.COMPENSATING)
         self._events.call_event(step.uow, COMPENSATION_REQUESTED, original, step.lease,
                           state=S.COMPENSATING, version=version,
-                          detail=f"{intent.tool_name} as call {intent.logical_call_id}")
-        await repo.wake(step.conn, intent.logical_call_id)
+                          detail=f"{intent.tool_name} as call {intent.logical_call_id}, proposed "
+                                 "to the policy")
         step.after.append("compensation_requested")
         return True
 
-    def _compensation_for(self, original: Call, tool: ToolSpec, deadline: datetime) -> Intent:
-        """The compensating call's intent, authorized by the policy in force now."""
+    def _compensation_for(self, original: Call, tool: ToolSpec,
+                          deadline: datetime) -> tuple[Intent, CompensationProposal]:
+        """The compensating call's intent, and the sealed proposal that asks the policy for its
+        capability."""
         ref = tool.compensating_tool
         try:
             compensating = self._registry.resolve(ref.name, ref.version)
@@ -573,12 +588,11 @@ class Stepper:
             raise NoCompensation(DispatchReason.APPROVAL_MISSING,
                                  f"{compensating.name} needs a person's approval; a saga cannot "
                                  "give it")
-        intent = compensation_intent(original, compensating, tool.compensation_arguments, deadline)
-        if self._policy.evaluate(intent) != "allow":
+        if self._proposer is None:
             raise NoCompensation(DispatchReason.COMPENSATION_NOT_AUTHORIZED,
-                                 f"policy {self._policy.current_version()} does not allow "
-                                 f"{compensating.name} here")
-        return intent
+                                 "this dispatcher has no key to propose compensations with")
+        intent = intent_for(original, compensating, tool.compensation_arguments, deadline)
+        return intent, self._proposer.propose(intent, original.operation_key)
 
     async def _compensation_settled(self, step: _Step, to: CallState, reason: str | None) -> None:
         original = await repo.call_for_update(step.conn, step.call.compensates)

@@ -1,4 +1,5 @@
-"""From ``ledger.intake`` and ``ledger.approvals`` to verdicts, in the consumer's transaction.
+"""From ``ledger.intake``, ``ledger.approvals`` and ``ledger.compensations`` to verdicts, in the
+consumer's transaction.
 
 An accepted intent gets exactly one decision (its id is unique): allowed with a
 capability, denied with a reason, or awaiting approval. Approvals are recorded whether they
@@ -10,6 +11,9 @@ handler applies which event is ``routes.py``.
 An approval counts only for the principal whose signature proves it acts
 (``shared.identity.acting``): the approver it names, with role ``approver``, for the call's
 tenant. Quorums therefore count distinct verified principals, never distinct names.
+
+A compensation the dispatcher proposes is judged only once its seal and its derivation hold
+(``compensations.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from joserfc.jwk import OKPKey
 
 from services.policy import repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
+from services.policy.compensations import proposal_refusal
 from shared.policy.document import Policy
 from shared.policy.engine import Decision, Request, evaluate
 from shared.policy.limits import Usage, applicable_limits, usage_of
@@ -29,6 +34,7 @@ from services.policy.verdicts import denial, verdict_of
 from shared.policy.watcher import PolicyWatcher
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
 from shared.contracts.authorizations import PolicyReason
+from shared.contracts.compensations import CompensationProposal
 from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
@@ -104,6 +110,21 @@ class PolicyHandler:
             verdict = verdict_of(stored.decision_id, decision, request, usage, self._key)
         await repo.conclude(conn, stored, verdict)
         announce(uow, self._topic, stored.intent, verdict, envelope)
+
+    async def on_compensation(self, uow: UnitOfWork, envelope: Envelope) -> None:
+        proposal = parse(envelope, CompensationProposal)
+        intent, now = proposal.intent, datetime.now(UTC)
+        original = (await repo.decision_for_update(uow.connection, intent.compensates)
+                    if intent.compensates is not None else None)
+        refusal = proposal_refusal(proposal, self._principals.current, self._registry, original, now)
+        if refusal is not None:
+            log.warning("compensation proposal %s refused: %s", envelope.event_id, refusal)
+            raise PermanentError(f"compensation proposal refused: {refusal}")
+        request = Request.of(intent, self._registry.get(intent.tool_name, intent.tool_version), now)
+        decision = evaluate(self._policies.current, request, None)  # limits: never throttled
+        verdict = verdict_of(new_event_id(), decision, request, None, self._key)
+        if await repo.insert_decision(uow.connection, intent, request.amount, verdict):
+            announce(uow, self._topic, intent, verdict, envelope)
 
     def _identity_refusal(self, envelope: SignedEnvelope, approval: ApprovalDecision,
                           now: datetime) -> str | None:

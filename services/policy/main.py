@@ -26,7 +26,7 @@ from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
-from shared.topology import LEDGER_APPROVALS, LEDGER_INTAKE
+from shared.topology import LEDGER_APPROVALS, LEDGER_COMPENSATIONS, LEDGER_INTAKE
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     service = ConsumerService(
         name="policy", schema=SCHEMA,
         routes=Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
-                               LEDGER_APPROVALS: policy_settings.approvals_topic}, handler),
+                               LEDGER_APPROVALS: policy_settings.approvals_topic,
+                               LEDGER_COMPENSATIONS: policy_settings.compensations_topic}, handler),
         writes=(policy_settings.authorizations_topic,), crash_point="policy.after_commit",
         batch_size=policy_settings.batch_size, decoder=decode_signed)
 

@@ -127,6 +127,7 @@ async def allowed_totals(conn: asyncpg.Connection, scope: str, intent: Intent,
     rows = await conn.fetch(
         f"SELECT tool_name, currency, count(*) AS calls, coalesce(sum(amount_minor), 0)::bigint AS amount "
         f"FROM {SCHEMA}.decisions WHERE outcome = 'allowed' AND {column} = $1 AND issued_at > $2 "
+        "AND inputs->'intent'->>'compensates' IS NULL "  # giving back uses up no limit
         "GROUP BY tool_name, currency", value, since)
     return [AllowedTotal(r["tool_name"], r["currency"], r["calls"], r["amount"]) for r in rows]
 

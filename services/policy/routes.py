@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from services.policy.handlers import PolicyHandler
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED
+from shared.contracts.compensations import COMPENSATION_PROPOSED
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.messaging.routes import IGNORED, Routes
-from shared.topology import LEDGER_APPROVALS, LEDGER_INTAKE
+from shared.topology import LEDGER_APPROVALS, LEDGER_COMPENSATIONS, LEDGER_INTAKE
 
 ROUTES: Routes = {
     LEDGER_INTAKE: {PROPOSAL_ACCEPTED: PolicyHandler.decide,
@@ -14,4 +15,5 @@ ROUTES: Routes = {
                     PROPOSAL_REJECTED: IGNORED},  # never became an intent
     LEDGER_APPROVALS: {APPROVAL_GRANTED: PolicyHandler.on_approval,
                        APPROVAL_REFUSED: PolicyHandler.on_approval},
+    LEDGER_COMPENSATIONS: {COMPENSATION_PROPOSED: PolicyHandler.on_compensation},
 }

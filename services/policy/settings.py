@@ -7,7 +7,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_INTAKE
+from shared.topology import (LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
+                             LEDGER_INTAKE)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -33,4 +34,5 @@ class PolicySettings(BaseSettings):
     batch_size: int = Field(default=200, ge=1)
     intake_topic: str = LEDGER_INTAKE
     approvals_topic: str = LEDGER_APPROVALS
+    compensations_topic: str = LEDGER_COMPENSATIONS
     authorizations_topic: str = LEDGER_AUTHORIZATIONS

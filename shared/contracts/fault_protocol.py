@@ -223,7 +223,26 @@ class Forge(_Strict):
     when: Trigger = Trigger()
 
 
-Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge,
+class PersonDecision(_Strict):
+    """One approval record, as a person's tool publishes it on ``ledger.approvals``."""
+    signed_by: str = Field(description="Whose key signs it (a person of the scenario).")
+    approver: str | None = Field(default=None, description=(
+        "The approver_id the record names; default: the signer. Another name is what one "
+        "person claiming a second place in a quorum sends."))
+    decision: Literal["granted", "refused"] = "granted"
+
+
+class Approve(_Strict):
+    """People answer a call's approval request, in the order listed, once the policy asked
+    for it; it fires when the last decision was published."""
+    kind: Literal["approve"]
+    id: Name
+    call: Name = Field(description="A proposal's name.")
+    decisions: list[PersonDecision] = Field(min_length=1)
+    when: Trigger = Trigger()
+
+
+Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Approve,
                   Field(discriminator="kind")]
 
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
@@ -338,6 +357,8 @@ class FaultProtocol(_Strict):
             trigger = getattr(fault, "when", None)
             if trigger and trigger.call and trigger.call not in names:
                 raise ValueError(f"fault {fault.id} waits for an undeclared call {trigger.call!r}")
+            if isinstance(fault, Approve) and fault.call not in names:
+                raise ValueError(f"fault {fault.id} answers an undeclared call {fault.call!r}")
         return self
 
 

@@ -53,6 +53,9 @@ class Intent(_Contract):
     deadline_at: AwareDatetime | None
     run_max_attempts: int | None = Field(default=None, ge=1, description=(
         "The run's attempt budget, counted by the dispatcher across all of the run's calls."))
+    compensates: uuid.UUID | None = Field(default=None, description=(
+        "Set only on a compensation the dispatcher proposed (ledger.compensations): the call "
+        "whose effect it gives back. Never set by the intake."))
 
 
 class ProposalOutcome(_Contract):

@@ -34,14 +34,11 @@ class CapabilityReason(StrEnum):
 
 
 class CapabilityCheck:
-    """``compensating_tools``: tools accepted without a capability, because the dispatcher
-    sends compensations unsigned; ``tenants``: the tenants this downstream serves (empty:
-    any)."""
+    """``tenants``: the tenants this downstream serves (empty: any). Every request needs a
+    capability, a compensation's too (the policy authorizes compensations like any call)."""
 
-    def __init__(self, keys: PublicKeys, *, compensating_tools: Collection[str] = (),
-                 tenants: Collection[str] = ()) -> None:
+    def __init__(self, keys: PublicKeys, *, tenants: Collection[str] = ()) -> None:
         self._keys = keys
-        self._compensating = frozenset(compensating_tools)
         self._tenants = frozenset(tenants)
 
     def refusal(self, request: EffectRequested,
@@ -51,8 +48,7 @@ class CapabilityCheck:
         here, and not expired."""
         capability = request.capability
         if capability is None:
-            return (None if request.tool_name in self._compensating
-                    else CapabilityReason.CAPABILITY_MISSING)
+            return CapabilityReason.CAPABILITY_MISSING
         if reason := signature_refusal(capability, self._keys):
             return CapabilityReason(reason)
         bound = ((capability.operation_key, request.operation_key),

@@ -18,8 +18,8 @@ from shared.identity.principals import Principal, Principals
 from shared.identity.signatures import (HEADER, PUBLISHES_FOR_PEOPLE, IdentityReason,
                                         SignatureRefused, verify)
 
-APPROVER, OPERATOR = "approver", "operator"
-"""The roles an approval and a resolution need."""
+APPROVER, OPERATOR, COMPENSATOR = "approver", "operator", "compensator"
+"""The roles an approval, a resolution and a compensation proposal need."""
 
 
 def acting_principal(value: bytes, signatures: Sequence[bytes], principals: Principals, *,

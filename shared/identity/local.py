@@ -33,6 +33,11 @@ class Identity:
     roles: tuple[str, ...] = field(default=())
 
 
+DISPATCHER = Identity("dispatcher", ("*",), "service", ("compensator",))
+"""The dispatcher's principal in every local run: it seals the compensations it proposes."""
+DISPATCHER_KEY_ENV = "INTENTLEDGER_DISPATCHER_SIGNING_KEY_FILE"
+
+
 class LocalIdentities:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
@@ -68,6 +73,11 @@ class LocalIdentities:
         """Where the private JWK of ``principal_id`` is (for a CLI's ``--key``)."""
         self.signing_key(principal_id)
         return self._key_file(principal_id)
+
+    def dispatcher_env(self) -> dict[str, str]:
+        """What a dispatcher started here seals its compensation proposals with (``DISPATCHER``
+        must be one of the identities ensured)."""
+        return {DISPATCHER_KEY_ENV: str(self.key_file(DISPATCHER.principal_id))}
 
     def _key(self, principal_id: str) -> SigningKey:
         path = self._key_file(principal_id)

@@ -27,11 +27,12 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EffectRequested)
 from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
+from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
 from shared.topology import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
                              LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
-                             LEDGER_INTAKE, LEDGER_RESOLUTIONS)
+                             LEDGER_COMPENSATIONS, LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://intentledger.dev/schemas/"
@@ -98,6 +99,15 @@ def resolutions_schema() -> dict[str, Any]:
                                           "left RECONCILING or in MANUAL_REVIEW.",
                       [Resolution], [_payload_is("Resolution")],
                       event_types=[RESOLUTION_REQUESTED])
+
+
+def compensations_schema() -> dict[str, Any]:
+    """Internal, from the dispatcher to the policy: a compensation, sealed with its key."""
+    return _enveloped(LEDGER_COMPENSATIONS, "A compensation the dispatcher proposes for a call "
+                                            "of an aborted run, sealed with the dispatcher's key; "
+                                            "the policy answers on ledger.authorizations.",
+                      [CompensationProposal], [_payload_is("CompensationProposal")],
+                      event_types=[COMPENSATION_PROPOSED])
 
 
 def authorizations_schema() -> dict[str, Any]:

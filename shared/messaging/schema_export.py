@@ -17,7 +17,8 @@ from pathlib import Path
 
 from shared.contracts.fault_protocol import FaultProtocol
 from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
-                                               authorizations_schema, dispatch_schema, resolutions_schema,
+                                               authorizations_schema, compensations_schema,
+                                               dispatch_schema, resolutions_schema,
                                                effect_receipts_schema,
                                                effect_requests_schema, effects_schema, identified,
                                                ledger_intake_schema, proposals_schema,
@@ -59,6 +60,7 @@ GENERATED: dict[str, Callable[[], dict]] = {
     "ledger.intake.schema.json": ledger_intake_schema,
     "ledger.approvals.schema.json": approvals_schema,
     "ledger.authorizations.schema.json": authorizations_schema,
+    "ledger.compensations.schema.json": compensations_schema,
     "ledger.dispatch.schema.json": dispatch_schema,
     "ledger.resolutions.schema.json": resolutions_schema,
     "ledger.effects.schema.json": effects_schema,

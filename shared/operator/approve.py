@@ -45,24 +45,31 @@ async def send_answer(endpoints: Endpoints, answer: Answer, *, topic: str,
     """Publish the decision of ``signer.acting``, signed by ``signer``, on ``topic``, where the
     policy reads approvals (its ``approvals_topic``); returns the published envelope as
     JSON-ready data."""
-    pending = await _pending(endpoints.database_url, answer.logical_call_id)
+    pending = await pending_request(endpoints.database_url, answer.logical_call_id)
+    envelope = decision_envelope(pending, answer, signer.acting)
+    await publish(endpoints.kafka_bootstrap, topic, envelope,
+                  signature=signer.signature(envelope.value(), tenant_id=pending["tenant_id"],
+                                             use=APPROVAL))
+    return envelope.model_dump(mode="json")
+
+
+def decision_envelope(pending: asyncpg.Record, answer: Answer, approver_id: str) -> Envelope:
+    """The ``ApprovalDecision`` of ``approver_id`` on the request ``pending`` names, bound to
+    what the request binds (run, tenant, operation key, arguments hash)."""
     now = datetime.now(UTC)
     decision = ApprovalDecision(
         decision="granted" if answer.granted else "refused", run_id=pending["run_id"],
         tenant_id=pending["tenant_id"], logical_call_id=answer.logical_call_id,
         operation_key=pending["operation_key"], arguments_hash=pending["arguments_hash"],
-        approver_id=signer.acting, reason=answer.reason, decided_at=now,
+        approver_id=approver_id, reason=answer.reason, decided_at=now,
         expires_at=now + timedelta(seconds=answer.ttl_seconds) if answer.granted else None)
-    envelope = Envelope.new(event_type=APPROVAL_GRANTED if answer.granted else APPROVAL_REFUSED,
-                            run_id=decision.run_id, producer=PRODUCER,
-                            payload=decision.model_dump(mode="json"))
-    await publish(endpoints.kafka_bootstrap, topic, envelope,
-                  signature=signer.signature(envelope.value(), tenant_id=decision.tenant_id,
-                                             use=APPROVAL))
-    return envelope.model_dump(mode="json")
+    return Envelope.new(event_type=APPROVAL_GRANTED if answer.granted else APPROVAL_REFUSED,
+                        run_id=decision.run_id, producer=PRODUCER,
+                        payload=decision.model_dump(mode="json"))
 
 
-async def _pending(database_url: str, logical_call_id: uuid.UUID) -> asyncpg.Record:
+async def pending_request(database_url: str, logical_call_id: uuid.UUID) -> asyncpg.Record:
+    """The policy's record of the call's open approval request; raises NotAwaitingApproval."""
     conn = await asyncpg.connect(database_url, server_settings={"application_name": PRODUCER})
     try:
         row = await conn.fetchrow(

@@ -27,6 +27,7 @@ from shared.tools import load_registry
 from shared.operator.publish import publish
 from shared.identity.principals import parse_principals
 from shared.identity.signatures import SignatureRefused, generate_signing_key, verify
+from tests.support.capabilities import capability_for
 from tests.support.identities import local
 from tests.support.intake import new_run, running_intake
 from tests.support.kafka import committed, create_topic, read_topic, unique_topic
@@ -127,38 +128,45 @@ async def test_the_kcat_subscriber_prints_each_effect_once(endpoints):
 
 # downstream_service.py
 
-def effect_requested(run: str, reply_topic: str) -> dict:
-    return {"operation_key": f"acme:caller_stated:{uuid.uuid4().hex}", "tool_name": "credits.grant",
-            "tool_version": "1", "attempt": 1, "fence": 1, "logical_call_id": str(uuid.uuid4()),
-            "canonical_arguments": {"account_id": "tenant/acme/a-1", "amount": 2500,
-                                    "currency": "EUR"},
+def effect_requested(run: str, reply_topic: str, *, authorized: bool = True) -> dict:
+    """As the dispatcher sends it, with the capability the session's policy key signed (or,
+    not ``authorized``, none: what a row forged into an outbox carries)."""
+    key, call = f"acme:caller_stated:{uuid.uuid4().hex}", uuid.uuid4()
+    arguments = {"account_id": "tenant/acme/a-1", "amount": 2500, "currency": "EUR"}
+    capability = capability_for(key, "credits.grant", arguments, call) if authorized else None
+    return {"operation_key": key, "tool_name": "credits.grant",
+            "tool_version": "1", "attempt": 1, "fence": 1, "logical_call_id": str(call),
+            "canonical_arguments": arguments,
             "deadline_at": (datetime.now(UTC) + timedelta(minutes=5)).isoformat(),
-            "reply_topic": reply_topic}
+            "reply_topic": reply_topic,
+            "capability": capability.model_dump(mode="json") if capability else None}
 
 
 @infra
-async def test_the_downstream_service_applies_a_repeated_request_once(endpoints, pool):
+async def test_the_downstream_service_applies_a_repeated_request_once_and_a_forged_one_never(
+        endpoints, pool):
     requests, replies, run = unique_topic("effects.credits"), unique_topic("receipts"), new_run()
     schema = f"credits_{uuid.uuid4().hex[:10]}"
     for topic in (requests, replies):
         await create_topic(endpoints.kafka_bootstrap, topic, partitions=1)
-    asked = effect_requested(run, replies)
-    await publish(endpoints.kafka_bootstrap, requests,  # the dispatcher asking twice
+    asked, forged = effect_requested(run, replies), effect_requested(run, replies, authorized=False)
+    await publish(endpoints.kafka_bootstrap, requests,  # the dispatcher asking twice, a forgery
                   *(Envelope.new(event_type=EFFECT_REQUESTED, run_id=run, producer="dispatcher",
-                                 payload=asked) for _ in range(2)))
+                                 payload=payload) for payload in (asked, asked, forged)))
     try:
         result = await run_example(endpoints, example("downstream_service.py"), "--topic",
                                    requests, "--group", schema, "--schema", schema,
-                                   "--max-messages", "2", "--timeout", "60")
+                                   "--max-messages", "3", "--timeout", "60")
         assert result.returncode == 0, result.stderr
         credits = await pool.fetch(f"SELECT operation_key, amount_minor FROM {schema}.credits")
     finally:
         await pool.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     assert [tuple(row) for row in credits] == [(asked["operation_key"], 2500)]
     receipts = [json.loads(r.value) for r in await read_topic(endpoints.kafka_bootstrap, replies,
-                                                                until=2, timeout=30)]
-    assert [r["event_type"] for r in receipts] == [EFFECT_RECEIPT_ISSUED] * 2
-    first, again = (r["payload"] for r in receipts)
+                                                                until=3, timeout=30)]
+    assert [r["event_type"] for r in receipts] == [EFFECT_RECEIPT_ISSUED] * 3
+    first, again, refused = (r["payload"] for r in receipts)
+    assert (refused["status"], refused["reason"]) == ("rejected", "capability_missing")
     assert (first["status"], first["replayed"]) == ("applied", False)
     assert (again["status"], again["replayed"]) == ("applied", True)
     assert again["receipt_id"] == first["receipt_id"] and again["result"] == first["result"]

@@ -20,9 +20,9 @@ from services.relay.settings import RelaySettings
 from shared import faults
 from shared.config import Settings
 from shared.operator.publish import publish
-from tests.support.dispatch import (Stage, attempts, authorization, call_row, call_state,
-                                    debit_intent, dispatcher_stage, running_wallet_on,
-                                    settled)
+from tests.support.dispatch import (Stage, accepted, attempts, authorization, call_row,
+                                    call_state, debit_intent, dispatcher_stage,
+                                    running_policy_on, running_wallet_on, settled)
 from tests.support.kafka import wait_for
 from tests.support.processes import ServiceProcess
 from tests.support.wallet import balance, debits_under, new_wallet
@@ -244,16 +244,13 @@ async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stag
     debit = debit_intent(wallet_id, 4000, run_id=reserve.run_id)
     ship = debit_intent(wallet_id, run_id=reserve.run_id, tool="shipment.schedule",
                         arguments={"order_id": order, "address": "1 Quay Street"})
-    version = stage.write_policy()
-    async with relay_and_wallet(stage), running_warehouse_on(
+    async with relay_and_wallet(stage), running_policy_on(stage), running_warehouse_on(
             stage, faults="warehouse.refuse_shipment=drop"):
         first = dispatcher(stage, "first", faults="dispatcher.mid_compensation=exit@1")
-        for step in (reserve, debit):
-            await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                          authorization(step, version))
+        for step in (reserve, debit):  # decided by the policy, which compensates only its own
+            await publish(stage.endpoints.kafka_bootstrap, stage.intake, accepted(step))
             assert await settled(pool, step.logical_call_id) == "SUCCEEDED"
-        await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                      authorization(ship, version))
+        await publish(stage.endpoints.kafka_bootstrap, stage.intake, accepted(ship))
         assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
         assert await call_state(pool, debit.logical_call_id) == "COMPENSATING"
         second = dispatcher(stage, "second")
@@ -274,10 +271,14 @@ async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stag
     assert await pool.fetchval("SELECT count(*) FROM warehouse.shipments WHERE order_id = $1",
                                order) == 0
     compensations = await pool.fetch(
-        "SELECT tool_name, state, attempts FROM dispatcher.calls WHERE run_id = $1"
+        "SELECT tool_name, state, attempts, capability FROM dispatcher.calls WHERE run_id = $1"
         " AND compensates IS NOT NULL ORDER BY created_at", reserve.run_id)
     assert [(c["tool_name"], c["state"]) for c in compensations] == [
         ("wallet.refund", "SUCCEEDED"), ("inventory.release", "SUCCEEDED")]
+    assert all(c["capability"] for c in compensations)  # each sent on the policy's capability
+    assert await pool.fetchval(  # and each decided once by the policy, as an allowed intent
+        "SELECT count(*) FROM policy.decisions WHERE run_id = $1 AND outcome = 'allowed'"
+        " AND inputs->'intent'->>'compensates' IS NOT NULL", reserve.run_id) == 2
 
 
 async def test_an_open_breaker_holds_attempts_back_instead_of_spending_them(stage, pool):

@@ -173,11 +173,12 @@ def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     wallet, warehouse = defaults(WalletSettings), defaults(WarehouseSettings)
     table = {
         "proposal-intake": ({intake.proposals_topic}, {intake.results_topic, intake.intake_topic}),
-        "policy": ({policy.intake_topic, policy.approvals_topic}, {policy.authorizations_topic}),
+        "policy": ({policy.intake_topic, policy.approvals_topic, policy.compensations_topic},
+                   {policy.authorizations_topic}),
         "dispatcher": ({dispatcher.authorizations_topic, dispatcher.reply_topic,
                         dispatcher.resolutions_topic},
                        {dispatcher.dispatch_topic, dispatcher.effects_topic,
-                        *example_tool_topics()}),
+                        dispatcher.compensations_topic, *example_tool_topics()}),
         "projection": (set(projection.ledger_topics), {projection.results_topic}),
         "wallet": ({wallet.request_topic}, {wallet.reply_topic}),
         "warehouse": ({warehouse.request_topic}, {warehouse.reply_topic}),

@@ -4,6 +4,7 @@ back from the downstream's own tables and the dispatcher's records."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import AsyncIterator
@@ -17,7 +18,10 @@ from joserfc.jwk import OKPKey
 
 from services.dispatcher.settings import DispatcherSettings
 from shared.policy.loader import load_policy
+from services.policy.main import run_policy
 from services.policy.settings import PolicySettings
+from services.relay.main import run_relay
+from services.relay.settings import RelaySettings
 from services.proposal_intake.settings import IntakeSettings
 from shared.db.schemas import migrate_service
 from downstreams.wallet.main import run_wallet
@@ -25,7 +29,7 @@ from downstreams.wallet.settings import WalletSettings
 from shared import capabilities, faults
 from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
-from shared.contracts.intake import Intent
+from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
 from shared.tools.jcs import jcs
 from tests.conftest import ROOT
@@ -55,6 +59,7 @@ class Stage:
     results: str = field(default_factory=lambda: unique_topic("agent.results"))
     intake: str = field(default_factory=lambda: unique_topic("ledger.intake"))
     approvals: str = field(default_factory=lambda: unique_topic("ledger.approvals"))
+    compensations: str = field(default_factory=lambda: unique_topic("ledger.compensations"))
 
     @property
     def tools_file(self) -> Path:
@@ -86,7 +91,7 @@ class Stage:
             "tools_file": self.tools_file, "policy_file": self.policy_file,
             "authorizations_topic": self.authorizations, "reply_topic": self.receipts,
             "resolutions_topic": self.resolutions, "dispatch_topic": self.dispatch,
-            "effects_topic": self.effects,
+            "effects_topic": self.effects, "compensations_topic": self.compensations,
             "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
             "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
 
@@ -101,13 +106,14 @@ class Stage:
         return PolicySettings(**{
             "policy_file": self.policy_file, "tools_file": self.tools_file,
             "intake_topic": self.intake, "approvals_topic": self.approvals,
-            "authorizations_topic": self.authorizations, "reload_interval_s": 0.2, **overrides})
+            "authorizations_topic": self.authorizations, "compensations_topic": self.compensations,
+            "reload_interval_s": 0.2, **overrides})
 
     def dispatcher_env(self, **overrides) -> dict[str, str]:
         """The same settings as environment variables, for a dispatcher run as a process."""
         settings = self.dispatcher_settings(**overrides)
         names = ("tools_file", "policy_file", "authorizations_topic", "reply_topic",
-                 "resolutions_topic", "dispatch_topic", "effects_topic",
+                 "resolutions_topic", "dispatch_topic", "effects_topic", "compensations_topic",
                  "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
                  "scan_interval_s", "lookup_timeout_s", *overrides)
         return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
@@ -116,9 +122,10 @@ class Stage:
     async def create_topics(self, *, pipeline: bool = False) -> None:
         """The dispatcher's topics; with ``pipeline`` also the intake's and the policy's."""
         topics = [self.authorizations, self.receipts, self.resolutions, self.dispatch, self.effects,
-                  self.wallet_topic, self.warehouse_topic]
+                  self.compensations, self.wallet_topic, self.warehouse_topic]
         if pipeline:
-            topics += [self.proposals, self.results, self.intake, self.approvals]
+            topics += [self.proposals, self.results, self.approvals]
+        topics.append(self.intake)  # what a policy of the stage decides (``accepted``)
         for topic in topics:
             await create_topic(self.endpoints.kafka_bootstrap, topic)
 
@@ -163,11 +170,34 @@ def authorization(intent: Intent, policy_version: str, *, expires_in: float = 30
                         payload=payload.model_dump(mode="json"))
 
 
+def accepted(intent: Intent) -> Envelope:
+    """ProposalAccepted as the intake emits it: the intent, for the stage's policy to decide."""
+    return Envelope.new(event_type=PROPOSAL_ACCEPTED, run_id=intent.run_id,
+                        producer="proposal-intake", payload=intent.model_dump(mode="json"))
+
+
+@asynccontextmanager
+async def running_policy_on(stage: Stage) -> AsyncIterator[None]:
+    """The real policy service on the stage's topics, and a relay for its outbox: what decides
+    the intents ``accepted`` sends and the compensations the dispatcher proposes."""
+    stopping = asyncio.Event()
+    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                        database_url=stage.endpoints.database_url)
+    tasks = [asyncio.create_task(run_policy(settings, stage.policy_settings(), stopping)),
+             asyncio.create_task(run_relay(settings, RelaySettings(
+                 schemas=["policy"], poll_interval_s=0.2), stopping))]
+    try:
+        yield
+    finally:
+        stopping.set()
+        await asyncio.gather(*tasks)
+
+
 @asynccontextmanager
 async def dispatcher_stage(pool, endpoints: Endpoints, folder: Path) -> AsyncIterator[Stage]:
     """A migrated, parked stage with the example registry and an allow-all policy; the fault
     rules an in-process wallet set are cleared when the test ends."""
-    for schema in ("dispatcher", "wallet", "warehouse"):
+    for schema in ("dispatcher", "policy", "wallet", "warehouse"):
         await migrate_service(pool, schema)
     stage = Stage(folder, endpoints)
     stage.write_registry()

@@ -5,7 +5,9 @@ principals file and a key per principal (``shared.identity.local``) and points e
 starts at it, through ``INTENTLEDGER_INTAKE_PRINCIPALS_FILE`` (service processes inherit it),
 and every policy and dispatcher, which verify approvals and resolutions with the same file.
 ``console`` signs the console's resolutions for the person signed in (role
-``publishes-for-people``); ``svc:impostor`` is a service without that role.
+``publishes-for-people``); ``svc:impostor`` is a service without that role; ``dispatcher``
+seals the compensations every dispatcher the session starts proposes
+(``INTENTLEDGER_DISPATCHER_SIGNING_KEY_FILE``).
 ``agent-7`` and ``globex-agent`` act for one tenant each, as in the example principals file,
 so that tests can attack the tenant binding; the other agents act for any tenant.
 
@@ -30,7 +32,7 @@ from joserfc.jwk import OKPKey
 
 from shared.capabilities import PublicKeys
 from shared.identity.capability_keys import parse_public_keys
-from shared.identity.local import Identity, LocalIdentities
+from shared.identity.local import DISPATCHER, Identity, LocalIdentities
 from shared.operator.publish import Signer
 from shared.identity.signatures import (PROPOSAL, generate_signing_key, load_signing_key,
                                         save_signing_key, sign)
@@ -59,6 +61,7 @@ PRINCIPALS = (
     Identity("agent-approver", ("*",), "agent", ("approver",)),
     Identity("console", ("*",), "service", ("publishes-for-people",)),
     Identity("svc:impostor", ("*",), "service"),
+    DISPATCHER,
 )
 DEFAULT_SIGNER = ("user-42", "acme")
 """Who signs a record whose body names nobody readable (the tests' garbage)."""
@@ -96,6 +99,7 @@ def local() -> LocalIdentities:
     for name in (PRINCIPALS_ENV, *VERIFIERS_ENV):
         os.environ[name] = str(identities.principals_file)
     os.environ[CONSOLE_KEY_ENV] = str(identities.key_file("console"))
+    os.environ.update(identities.dispatcher_env())
     return identities
 
 

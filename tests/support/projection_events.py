@@ -114,7 +114,8 @@ class RunStory:
         return call
 
     def saga(self) -> Call:
-        """A debit succeeds, the next call is rejected by its tool, the debit is refunded."""
+        """A debit succeeds, the next call is rejected by its tool, the debit is refunded on the
+        policy's capability."""
         debit = self.succeeded()
         failing = self.accept(tool="inventory.reserve")
         self.allow(failing)
@@ -123,8 +124,11 @@ class RunStory:
         self.step(failing, TOOL_RESULT_RECORDED, "FAILED", attempt=1, kind="send",
                   reason="rejected_by_tool")
         self.step(failing, RUN_ABORTED, "FAILED", keep_version=True, reason="rejected_by_tool")
-        refund = Call(self._intent("wallet.refund") | {"compensates": debit.id}, version=1)
+        refund = Call(self._intent("wallet.refund") | {"compensates": debit.id,
+                                                       "provider_call_id": f"compensation:{debit.id}"},
+                      version=1)
         self.step(debit, COMPENSATION_REQUESTED, "COMPENSATING")
+        self.allow(refund)  # the policy authorizes the compensation the dispatcher proposed
         self.step(refund, DISPATCH_INTENT_RECORDED, "INTENT_RECORDED")
         self.step(refund, TOOL_ATTEMPT_STARTED, "DISPATCHING", attempt=1, kind="send")
         self.step(refund, TOOL_RESULT_RECORDED, "SUCCEEDED", attempt=1, kind="send",

@@ -38,7 +38,7 @@ def request(**fields) -> EffectRequested:
         "deadline_at": NOW + timedelta(minutes=1), "capability": capability()} | fields)
 
 
-CHECK = CapabilityCheck(KEYS, compensating_tools=("wallet.refund",), tenants=("acme",))
+CHECK = CapabilityCheck(KEYS, tenants=("acme",))
 
 
 @pytest.mark.parametrize("asked, reason", [
@@ -58,10 +58,11 @@ CHECK = CapabilityCheck(KEYS, compensating_tools=("wallet.refund",), tenants=("a
     (request(capability=capability(tenant_id="globex")),
      CapabilityReason.CAPABILITY_TENANT_NOT_SERVED),
     (request(capability=capability(expires_in=-1)), CapabilityReason.CAPABILITY_EXPIRED),
-    (request(tool_name="wallet.refund", capability=None), None),  # a compensation
+    (request(tool_name="wallet.refund", capability=None),  # a compensation needs one too
+     CapabilityReason.CAPABILITY_MISSING),
 ], ids=["exact", "rotation", "missing", "rotated out", "tenant edited", "hash edited",
         "other amount", "other key", "other tool", "other call", "tenant not served",
-        "expired", "compensation"])
+        "expired", "compensation without"])
 def test_only_what_the_policy_signed_gets_through(asked, reason):
     assert CHECK.refusal(asked, NOW) == reason
 

@@ -1,5 +1,5 @@
 """The dispatcher's pure rules: state legality, deadline arithmetic, breakers, result
-validation, compensation intents and authority at dispatch."""
+validation and authority at dispatch (a compensation's too)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from joserfc.jwk import OKPKey
 
 from services.dispatcher.authority import refusal_at_dispatch
 from services.dispatcher.breaker import Breakers
-from services.dispatcher.compensations import NoCompensation, compensation_intent
 from services.dispatcher.repository import Call, Run
 from services.dispatcher.results import parsed_result
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted, backoff
@@ -92,12 +91,12 @@ def test_a_result_is_validated_and_only_declared_fields_are_promoted():
 
 
 def call_of(intent: Intent, *, capability=None, result=None, compensates=None,
-            policy_version="v1") -> Call:
+            policy_version="v1", policy_refusal=None) -> Call:
     return Call(intent.logical_call_id, intent.run_id, intent.operation_key, intent.tool_name,
                 intent.tool_version, intent.arguments_hash, intent.canonical_arguments,
                 intent.principal_id, intent.tenant_id, intent.model_dump(mode="json"), capability,
                 policy_version, S.SUCCEEDED, 3, 1, 1, 0, intent.deadline_at, result, "r-1",
-                compensates, NOW, None)
+                compensates, NOW, None, policy_refusal)
 
 
 ARGUMENTS = {"wallet_id": "tenant/acme/w-1", "amount": 4000, "currency": "EUR"}
@@ -115,28 +114,6 @@ def debit_intent(**changes) -> Intent:
         "canonical_arguments": ARGUMENTS,
         "principal_id": "agent-7", "tenant_id": "acme", "deadline_at": NOW + timedelta(hours=1),
         **changes})
-
-
-def test_a_compensation_is_a_new_intent_built_from_arguments_and_result():
-    debit = debit_intent()
-    original = call_of(debit, result={"debit_id": "d-9", "balance_minor": 6000})
-    refund = REGISTRY.resolve("wallet.refund", "1")
-    sources = REGISTRY.resolve("wallet.debit", "1").compensation_arguments
-    intent = compensation_intent(original, refund, sources, NOW + timedelta(minutes=10))
-    assert intent.canonical_arguments == {"wallet_id": "tenant/acme/w-1", "debit_id": "d-9",
-                                          "amount": 4000, "currency": "EUR"}
-    assert intent.operation_key != debit.operation_key and intent.tool_name == "wallet.refund"
-    again = compensation_intent(original, refund, sources, NOW + timedelta(minutes=20))
-    assert (again.logical_call_id, again.operation_key) == (intent.logical_call_id,
-                                                            intent.operation_key)
-
-
-def test_no_compensation_without_the_result_it_needs():
-    original = call_of(debit_intent(), result={"balance_minor": 6000})
-    refund = REGISTRY.resolve("wallet.refund", "1")
-    with pytest.raises(NoCompensation) as refused:
-        compensation_intent(original, refund, {"debit_id": "result.debit_id"}, NOW)
-    assert refused.value.reason == "compensation_arguments_missing"
 
 
 class StaticPolicy:
@@ -232,3 +209,23 @@ def test_a_capability_from_a_newer_policy_than_this_process_loaded_is_not_refuse
     call = call_of(intent, capability=capability_for(intent, version=newer), policy_version=newer)
     assert refusal_at_dispatch(call, RUN, policy, KEYS, NOW) is None
     assert policy.current_version() == newer
+
+
+ABORTED = replace(RUN, aborted_at=NOW, abort_reason="ship failed")
+
+
+@pytest.mark.parametrize("capability, refused_by_policy, expected", [
+    ("signed", None, None),  # the run's abort is what a compensation answers: not a refusal
+    (None, None, "capability_not_for_this_intent"),  # never sent on the dispatcher's word alone
+    ("forged", None, "capability_key_unknown"),
+    (None, {"reason_code": "no_rule_matched", "message": "no rule"}, "compensation_not_authorized"),
+], ids=["capability", "none", "forged", "policy refused"])
+def test_a_compensation_is_dispatched_only_on_the_policys_capability(capability,
+                                                                     refused_by_policy, expected):
+    refund = debit_intent(tool_name="wallet.refund", compensates=uuid.uuid4())
+    signed = {"signed": capability_for(refund),
+              "forged": capability_for(refund, key=ROTATED_OUT)}.get(capability)
+    call = call_of(refund, capability=signed, compensates=refund.compensates,
+                   policy_refusal=refused_by_policy)
+    refusal = refusal_at_dispatch(call, ABORTED, StaticPolicy("v1"), KEYS, NOW)
+    assert (refusal.reason if refusal else None) == expected

@@ -171,3 +171,16 @@ def test_an_event_type_the_projection_does_not_know_is_refused_not_skipped():
     unknown = story.events[0].envelope.model_copy(update={"event_type": "ProposalTeleported"})
     with pytest.raises(PermanentError, match="ProposalTeleported"):
         read(Delivery("ledger.intake", unknown))
+
+
+def test_a_compensation_the_policy_authorized_is_never_announced_to_the_agent():
+    """Its authorization carries the dispatcher's intent (provider call id
+    ``compensation:…``), but no agent proposed it: the row names what it compensates and has
+    no call to pair an answer with."""
+    story = RunStory()
+    debit = story.saga()
+    calls, _ = fold(story.events)
+    [refund] = [row for row in calls.values() if row.compensates is not None]
+    assert str(refund.compensates) == debit.id and refund.state == "SUCCEEDED"
+    assert refund.provider_call_id is None and announced(refund) is None
+    assert announced(calls[uuid.UUID(debit.id)]) == "COMPENSATED"

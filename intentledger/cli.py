@@ -16,6 +16,7 @@ from pathlib import Path
 
 from intentledger import __version__
 from shared.config import Settings
+from shared.terminal import printable
 
 
 SERVED = {
@@ -195,7 +196,7 @@ async def _decide(settings: Settings, args: argparse.Namespace) -> int:
         published = await send_answer(settings.endpoints, answer,
                                       topic=PolicySettings().approvals_topic, signer=signer)
     except NotAwaitingApproval as refusal:
-        print(f"intentledger: {refusal}", file=sys.stderr)
+        print(f"intentledger: {printable(str(refusal))}", file=sys.stderr)
         return 1
     print(json.dumps(published, indent=2))
     return 0
@@ -215,7 +216,7 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
         verdict = await resolve(settings.endpoints, resolution, timeout_s=args.timeout,
                                 topic=DispatcherSettings().resolutions_topic, signer=signer)
     except (NoSuchIntent, ValidationError) as refusal:
-        print(f"intentledger: {refusal}", file=sys.stderr)
+        print(f"intentledger: {printable(str(refusal))}", file=sys.stderr)
         return 2
     print(json.dumps(verdict, indent=2))
     return 0 if verdict["status"] == "applied" else 1

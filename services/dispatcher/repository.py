@@ -80,6 +80,8 @@ class Run:
     aborted_at: datetime | None
     abort_reason: str | None
     work_until: datetime
+    compensates: bool
+    """Whether the run's stop undoes its done steps (a failure) or leaves them (out of budget)."""
 
 
 async def insert_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, principal_id: str,
@@ -162,7 +164,7 @@ async def runs_for_update(conn: asyncpg.Connection, run_ids: list[str]) -> dict[
     """Locked in run order, like the leases, so two batches cannot deadlock on them."""
     rows = await conn.fetch(
         f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
-        f" work_until FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id"
+        f" work_until, compensates FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id"
         " FOR NO KEY UPDATE", run_ids)
     return {row["run_id"]: Run(**row) for row in rows}
 
@@ -250,11 +252,13 @@ async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None)
                        call.logical_call_id, until)
 
 
-async def abort_run(conn: asyncpg.Connection, run_id: str, reason: str) -> bool:
-    """True the first time: the run stops dispatching and its done steps get compensated."""
+async def abort_run(conn: asyncpg.Connection, run_id: str, reason: str, *,
+                    compensate: bool = True) -> bool:
+    """True the first time: the run stops dispatching, and its done steps get compensated
+    if ``compensate``."""
     return bool(await conn.fetchval(
-        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $2 WHERE run_id = $1"
-        " AND aborted_at IS NULL RETURNING true", run_id, reason))
+        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $2, compensates = $3"
+        " WHERE run_id = $1 AND aborted_at IS NULL RETURNING true", run_id, reason, compensate))
 
 
 async def extend_work(conn: asyncpg.Connection, run_id: str, until: datetime) -> None:

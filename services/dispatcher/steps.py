@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 S = CallState
 
 AfterCommit = Literal["intent_recorded", "sent", "compensation_requested"]
+STOPS_WITHOUT_UNDOING = frozenset({DispatchReason.RUN_ATTEMPT_BUDGET_EXHAUSTED,
+                                   DispatchReason.RUN_DEADLINE_PASSED})
+"""Why a run may stop without its done steps being compensated: it ran out of attempts or time,
+and what it did is what it was asked to do."""
 DEADLINE_PASSED = "deadline_passed"
 """A downstream's refusal of a request that arrived after its deadline, key left unsettled."""
 
@@ -507,10 +511,13 @@ class Stepper:
     # -- sagas ----------------------------------------------------------------------------
 
     async def _after_failure(self, step: _Step, reason: str, detail: str) -> None:
+        """The run stops dispatching; a failure undoes its done steps, a run out of budget or
+        time keeps them (nothing applied is undone unless someone asks for it)."""
         if step.call.compensates is not None:
             await self._compensation_settled(step, S.COMPENSATION_FAILED, reason)
             return
-        if await repo.abort_run(step.conn, step.call.run_id, f"{reason}: {detail}"):
+        if await repo.abort_run(step.conn, step.call.run_id, f"{reason}: {detail}",
+                                compensate=reason not in STOPS_WITHOUT_UNDOING):
             self._events.call_event(step.uow, RUN_ABORTED, step.call, step.lease, state=step.call.state,
                               version=step.call.version, reason=reason, detail=detail)
             for unsent in await repo.unsent_calls(step.conn, step.call.run_id):
@@ -525,7 +532,7 @@ class Stepper:
     async def _advance_saga(self, step: _Step) -> None:
         """In an aborted run, compensate done steps one at a time, latest first."""
         run = await repo.run_for_update(step.conn, step.call.run_id)
-        if run.aborted_at is None:
+        if run.aborted_at is None or not run.compensates:
             return
         in_flight, done = await repo.saga_position(step.conn, run.run_id)
         if in_flight:

@@ -55,6 +55,10 @@ def to_proposals(document: Any, limits: Limits = DEFAULT_LIMITS) -> tuple[ToolCa
     calls = _CALLS[type(inbound)](inbound)
     if not calls:
         raise ProposalRejection(ReasonCode.NO_TOOL_CALLS, "the message carries no tool call")
+    if len(calls) > limits.max_calls:
+        raise ProposalRejection(ReasonCode.TOO_MANY_CALLS, f"{len(calls)} tool calls in one "
+                                f"message, at most {limits.max_calls}: send the rest in another",
+                                tuple(call.call_id for call in calls))
     repeated = tuple(i for i, n in Counter(c.call_id for c in calls).items() if n > 1)
     if repeated:
         raise ProposalRejection(ReasonCode.DUPLICATE_CALL_ID, "call ids repeat", repeated)

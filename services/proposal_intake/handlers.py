@@ -29,7 +29,7 @@ from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from services.proposal_intake.limits import LimitViolation, check, reply_address
 from services.proposal_intake.outcomes import Outcomes
-from services.proposal_intake.settings import IntakeSettings
+from services.proposal_intake.settings import IntakeSettings, TenantLimits
 from shared.contracts.intake import IntakeReason
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
@@ -177,22 +177,40 @@ class Intake:
                               "this provider call id already names another intent in this run", named)
 
     def _run_limits(self, proposal: ToolCallProposal) -> repository.RunLimits:
-        """The proposal's own limits first, then its tenant's defaults, then the intake's."""
-        stated = proposal.budget
-        tenant = self._settings.tenant_limits.get(proposal.tenant_id)
+        """The limits a run starts with (``run_limits``), under its tenant's ceilings."""
+        return run_limits(proposal, self._settings.tenant_limits.get(proposal.tenant_id),
+                          self._settings, datetime.now(UTC))
 
-        def pick(name: str, fallback):
-            return _first(getattr(stated, name, None), getattr(tenant, name, None), fallback)
 
-        run_seconds = _first(getattr(tenant, "run_seconds", None), self._settings.default_run_seconds)
-        costed = stated if stated and stated.cost_limit_minor is not None else tenant
-        return repository.RunLimits(
-            deadline_at=proposal.deadline_at or datetime.now(UTC) + timedelta(seconds=run_seconds),
-            max_calls=pick("max_calls", self._settings.default_max_calls),
-            max_attempts=pick("max_attempts", self._settings.default_max_attempts),
-            cost_limit_minor=getattr(costed, "cost_limit_minor", None),
-            currency=getattr(costed, "currency", None),
-        )
+def run_limits(proposal: ToolCallProposal, tenant: TenantLimits | None,
+               settings: IntakeSettings, now: datetime) -> repository.RunLimits:
+    """The tenant's limits (else the intake's defaults) are ceilings: a proposal may state
+    lower ones, never higher (a budget of 100,000 calls, a cost limit of 2^53-1 or a deadline
+    in the year 9999 is cut down to the ceiling). The attempt budget, unless stated or set,
+    is derived from the call budget (``IntakeSettings.attempts_per_call``), so that calls
+    that each succeed first time can never exhaust it. A cost limit is the lower of the
+    stated and the tenant's in the same currency; in another currency, the tenant's holds."""
+    stated = proposal.budget
+
+    def ceiled(name: str, ceiling: int) -> int:
+        wanted = getattr(stated, name, None)
+        return ceiling if wanted is None else min(wanted, ceiling)
+
+    max_calls = ceiled("max_calls", _first(getattr(tenant, "max_calls", None),
+                                           settings.default_max_calls))
+    attempts_ceiling = _first(getattr(tenant, "max_attempts", None), settings.default_max_attempts,
+                              max_calls * settings.attempts_per_call)
+    run_seconds = _first(getattr(tenant, "run_seconds", None), settings.default_run_seconds)
+    latest = now + timedelta(seconds=run_seconds)
+    cost, currency = getattr(tenant, "cost_limit_minor", None), getattr(tenant, "currency", None)
+    if stated is not None and stated.cost_limit_minor is not None and (
+            cost is None or stated.currency == currency):
+        cost = stated.cost_limit_minor if cost is None else min(cost, stated.cost_limit_minor)
+        currency = stated.currency
+    return repository.RunLimits(
+        deadline_at=min(proposal.deadline_at, latest) if proposal.deadline_at else latest,
+        max_calls=max_calls, max_attempts=ceiled("max_attempts", attempts_ceiling),
+        cost_limit_minor=cost, currency=currency)
 
 
 def _first(*values):

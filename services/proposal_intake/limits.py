@@ -40,6 +40,9 @@ class Limits(BaseModel):
     max_depth: int = Field(default=32, ge=1, description="Nested arrays and objects.")
     max_string_chars: int = Field(default=64 * 1024, ge=1, description="Keys and values.")
     max_array_items: int = Field(default=1024, ge=1)
+    max_calls: int = Field(default=64, ge=1, description=(
+        "Tool calls one message may carry: all of them are recorded in one transaction (an "
+        "intent and two outbox rows each), which must stay short."))
 
 
 DEFAULT_LIMITS = Limits()

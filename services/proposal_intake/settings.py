@@ -12,7 +12,8 @@ from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
 
 
 class TenantLimits(BaseModel):
-    """A tenant's defaults for runs whose first proposal states none."""
+    """A tenant's ceilings for its runs: what a run gets when its first proposal states
+    nothing, and the most it gets when it states more."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -39,11 +40,18 @@ class IntakeSettings(BaseSettings):
     in the body on trust (any Kafka user that can write the topic can then act for them).
     Logged as a warning at start; a signed record is verified whatever its tenant."""
     default_max_calls: int = Field(default=100, ge=1)
-    default_max_attempts: int = Field(default=5, ge=1)
+    """The calls a run may hold, for a tenant without its own ceiling."""
+    default_max_attempts: int | None = Field(default=None, ge=1)
+    """The send attempts a run may make, across its calls; unset, ``attempts_per_call`` times
+    its call budget (a fixed 5 used to stop a run of calls that all succeeded at its sixth)."""
+    attempts_per_call: int = Field(default=2, ge=1)
+    """A derived attempt budget allows this many attempts per call of the run's budget: each
+    call may succeed first time, and half of them may be retried once, on average."""
     default_run_seconds: float = Field(default=3600.0, gt=0)
-    """A run without a stated deadline ends this long after its first proposal."""
+    """A run ends at most this long after its first proposal (it may state an earlier end)."""
     tenant_limits: dict[str, TenantLimits] = {}
-    """Per-tenant run defaults, e.g. ``{"acme": {"max_calls": 20, "run_seconds": 600}}``."""
+    """Per-tenant ceilings, e.g. ``{"acme": {"max_calls": 20, "run_seconds": 600}}``: a
+    proposal may state lower limits for its run, never higher."""
     limits: Limits = Limits()
     batch_size: int = Field(default=200, ge=1)
     proposals_topic: str = AGENT_PROPOSALS

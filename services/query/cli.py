@@ -23,6 +23,7 @@ from services.query.models import TimelineEvent
 from services.query.tables import age, render
 from services.query.settings import QuerySettings
 from shared.config import Settings
+from shared.terminal import printable
 from shared.db.pool import open_pool
 from shared.tools import Rejection, load_registry
 
@@ -45,7 +46,7 @@ async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
         detail = await reads.get_run(conn, run_id)
         events = await _whole_timeline(conn, run_id)
     if detail is None and not events:
-        print(f"intentledger: run {run_id} not found", file=sys.stderr)
+        print(f"intentledger: run {printable(run_id)} not found", file=sys.stderr)
         return 1
     contracts = _contracts(detail.calls if detail else [])
     if as_json:
@@ -117,7 +118,7 @@ async def dlq_replay(settings: Settings, schema: str, id_: int, force: bool) -> 
         async with pool.acquire() as conn:
             replayed = await replay(conn, settings.endpoints.kafka_bootstrap, schema, id_, force=force)
     except QueryError as refusal:
-        print(f"intentledger: {refusal.message}", file=sys.stderr)
+        print(f"intentledger: {printable(refusal.message)}", file=sys.stderr)
         return 1
     finally:
         await pool.close()

@@ -1,9 +1,12 @@
-"""Aligned text columns for people reading the operator CLI in a terminal."""
+"""Aligned text columns for people reading the operator CLI in a terminal; every cell is
+``printable`` (an id with a newline or an escape sequence cannot forge a row or the screen)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from shared.terminal import printable
 
 WIDEST = 60
 """Longer cells (reasons, payloads) are cut here; ``--json`` has them whole."""
@@ -31,6 +34,5 @@ def age(seconds: float) -> str:
 
 
 def _cell(value: Any) -> str:
-    text = "-" if value is None else str(value)
-    text = text.replace("\n", " ")
+    text = "-" if value is None else printable(str(value))
     return text if len(text) <= WIDEST else text[:WIDEST - 1] + "…"

@@ -21,7 +21,15 @@ from pydantic import (AwareDatetime, BaseModel, ConfigDict, Discriminator, Field
                       StringConstraints, Tag, TypeAdapter, field_validator, model_validator)
 
 ID_MAX_CHARS = 200
-Id = Annotated[str, StringConstraints(min_length=1, max_length=ID_MAX_CHARS)]
+UNPRINTABLE = (r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+               r"\u2060-\u206f\ufeff\ufff9-\ufffb")
+"""What an id may not hold: control characters (C0, DEL, C1), line and paragraph separators,
+and the invisible formatting characters (zero-width, bidirectional embeddings, overrides and
+isolates, the BOM) that make two ids print alike or reorder a terminal line. An id travels into
+HTTP headers, logs and operators' terminals: a newline in one broke a request header and an
+attempt was never recorded."""
+Id = Annotated[str, StringConstraints(min_length=1, max_length=ID_MAX_CHARS,
+                                      pattern=f"^[^{UNPRINTABLE}]+$")]
 ToolName = Annotated[str, StringConstraints(pattern=r"^[!-~]{1,128}$")]
 """Taken as the model gave it (``wallet_debit`` stays ``wallet_debit``): the registry decides."""
 Version = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -47,6 +55,7 @@ class ReasonCode(StrEnum):
     MISSING_FIELD = "missing_field"
     INVALID_FIELD = "invalid_field"
     NO_TOOL_CALLS = "no_tool_calls"
+    TOO_MANY_CALLS = "too_many_calls"
     DUPLICATE_CALL_ID = "duplicate_call_id"
     ARGUMENTS_NOT_JSON = "arguments_not_json"
     UNSUPPORTED_CALL_TYPE = "unsupported_call_type"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 from faststream.kafka.subscriber.usecase import BatchSubscriber
 from pydantic_settings import BaseSettings
 
@@ -29,6 +30,8 @@ from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import (BatchHandler, Decoder, Handler, IdempotentConsumer,
                                        decode_envelope)
 from shared.messaging.kafka_security import configured, new_broker
+from shared.messaging.retention import (Horizon, RetentionSettings, RetentionUnknown, horizon,
+                                        purge_forever, topic_retention_s)
 from shared.messaging.routes import Router
 from shared.messaging.subscription import subscribe
 from shared.topology import priority_group
@@ -86,6 +89,7 @@ async def serve(service: ConsumerService, settings: Settings,
     event. ``shown``: the service's settings, for the configuration line."""
     health = Health(service.name, *READINESS)
     consumes = service.routes.topics
+    retention = RetentionSettings()
     async with service_runtime(health, settings, *shown, configured()):
         endpoints = settings.endpoints
         async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S, stopping=stopping):
@@ -100,6 +104,7 @@ async def serve(service: ConsumerService, settings: Settings,
                     await prepare(pool)
                     await ensure_topics(endpoints.kafka_bootstrap,
                                         list(dict.fromkeys((*consumes, *service.writes))))
+                    kept = await _kept(endpoints.kafka_bootstrap, consumes, retention)
             health.ready_when("migrations", lambda: migrated(pool))
             consumer = IdempotentConsumer(service.name, service.schema, pool,
                                           handler or service.routes, decoder=service.decoder,
@@ -115,6 +120,8 @@ async def serve(service: ConsumerService, settings: Settings,
                            for group, topics in lanes.items() if topics]
             await broker.start()
             _watch(health, subscribers)
+            purging = asyncio.create_task(purge_forever(pool, service.schema, kept, retention,
+                                                        stopping))
             try:
                 async with alongside(pool) if alongside else nullcontext() as vital:
                     if vital:
@@ -123,11 +130,23 @@ async def serve(service: ConsumerService, settings: Settings,
                     await stopping.wait()
                     log.info("%s stopping: finishing the batch in flight", service.name)
             finally:
+                purging.cancel()
+                await asyncio.gather(purging, return_exceptions=True)
                 await broker.stop()
                 log.info("%s stopped: %s", service.name, consumer.totals)
         finally:
             await pool.close()
     return consumer
+
+
+async def _kept(bootstrap: str, consumes: list[str], settings: RetentionSettings) -> Horizon:
+    """How long the inbox and the dead letters are kept (``shared.messaging.retention``); if
+    the broker will not say how long it keeps the consumed topics, the inbox is kept for ever."""
+    try:
+        return horizon(settings, await topic_retention_s(bootstrap, list(consumes)))
+    except (KafkaError, RetentionUnknown) as error:
+        log.warning("the topics' retention is unknown (%s): the inbox is not purged", error)
+        return Horizon(None, settings.dead_letters_s)
 
 
 def _watch(health: Health, subscribers: list[BatchSubscriber]) -> None:

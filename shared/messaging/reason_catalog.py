@@ -84,6 +84,8 @@ _REASON_CODE = {
     "missing_field": "a required field is absent",
     "invalid_field": "a field has the wrong type or an invalid value",
     "no_tool_calls": "the message carries no tool call",
+    "too_many_calls": "the message carries more tool calls than one message may (the intake's "
+                      "limits.max_calls): send the rest in another",
     "duplicate_call_id": "two tool calls in one message share a call id",
     "arguments_not_json": "a call's arguments text is not JSON, or not a JSON object",
     "unsupported_call_type": "a tool call other than a function call (e.g. an OpenAI custom tool call)",

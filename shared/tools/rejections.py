@@ -14,6 +14,8 @@ integer_out_of_range        an integer, or an amount in minor units, beyond ±(2
 number_not_finite           NaN or ±Infinity
 amount_invalid              a money amount that is not a plain decimal number
 amount_precision            more decimals than the currency's minor unit allows (never rounded)
+amount_below_minimum        less than the tool's floor (``minimum_minor``; default 1 minor unit:
+                            a money argument is positive unless the registry says otherwise)
 currency_unknown            a currency missing from the ISO 4217 table, or none given
 tenant_invalid              the proposal's tenant id does not match ``TENANT_ID_PATTERN``
 tenant_mismatch             a resource id names another tenant than the proposal's
@@ -45,6 +47,7 @@ class RejectionCode(StrEnum):
     NUMBER_NOT_FINITE = "number_not_finite"
     AMOUNT_INVALID = "amount_invalid"
     AMOUNT_PRECISION = "amount_precision"
+    AMOUNT_BELOW_MINIMUM = "amount_below_minimum"
     CURRENCY_UNKNOWN = "currency_unknown"
     TENANT_INVALID = "tenant_invalid"
     TENANT_MISMATCH = "tenant_mismatch"

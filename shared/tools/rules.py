@@ -52,10 +52,16 @@ class _ValueRule(_Rule):
 
 class MoneyRule(_Rule):
     """``path`` names the amount; ``currency_field`` its sibling holding the ISO 4217 code.
-    Canonical form: the amount in integer minor units, the code in upper case."""
+    Canonical form: the amount in integer minor units, the code in upper case.
+
+    ``minimum_minor`` is the smallest amount accepted, in minor units: 1 unless the registry
+    says otherwise, so a debit of ``"-40.00"`` is refused here rather than left to every
+    downstream to notice (a less careful one would have credited it). A tool that really takes
+    zero or negative amounts (an adjustment) declares its own floor."""
 
     kind: Literal["money"]
     currency_field: str = "currency"
+    minimum_minor: int = 1
 
     @field_validator("path")
     @classmethod
@@ -79,6 +85,10 @@ class MoneyRule(_Rule):
         amount_at = f"{where}.{field}"
         minor = to_minor_units(parse_amount(parent[field], amount_at),
                                exponent_of(code, f"{where}.{self.currency_field}"), amount_at)
+        if minor < self.minimum_minor:
+            raise Rejection(RejectionCode.AMOUNT_BELOW_MINIMUM,
+                            f"{amount_at}: {minor} minor units of {code}, the tool takes at "
+                            f"least {self.minimum_minor}")
         return {**parent, field: minor, self.currency_field: code}
 
 

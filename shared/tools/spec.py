@@ -98,7 +98,9 @@ class ToolSpec(BaseModel):
                      if isinstance(rule, MoneyRule) and rule.path == self.cost_from), None)
 
     def cost_of(self, canonical: dict[str, Any]) -> tuple[int, str] | None:
-        """(amount in minor units, currency) of one call, read from its canonical arguments."""
+        """(amount in minor units, currency) of one call, read from its canonical arguments: its
+        magnitude, so that caps, velocity limits and run budgets never compare or add an amount
+        below zero (a tool whose registry floor admits negative amounts costs what it moves)."""
         rule = self.cost_rule()
         if rule is None:
             return None
@@ -106,7 +108,7 @@ class ToolSpec(BaseModel):
         holder = paths.value_at(canonical, tuple(parent))
         if not isinstance(holder, dict) or field not in holder:
             return None  # an optional amount left out costs nothing
-        return holder[field], holder[rule.currency_field]
+        return abs(holder[field]), holder[rule.currency_field]
 
     def _check_rule_paths(self) -> None:
         seen: set[str] = set()

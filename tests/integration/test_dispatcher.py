@@ -24,8 +24,8 @@ from shared.messaging import lag
 from shared.operator.publish import publish
 from tests.support.identities import Posing, local, signer
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
-                                    call_row, debit_intent, dispatcher_stage, running_wallet_on,
-                                    settled)
+                                    call_row, call_state, debit_intent, dispatcher_stage,
+                                    running_wallet_on, settled)
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits_under, new_wallet
 
@@ -245,7 +245,10 @@ async def test_no_dispatch_without_authority_at_dispatch_time(stage, pool, case)
     assert await debits_under(pool, intent.operation_key) == 0
 
 
-async def test_a_run_over_its_attempt_budget_dispatches_nothing_more(stage, pool):
+async def test_a_run_over_its_attempt_budget_dispatches_nothing_more_and_undoes_nothing(
+        stage, pool):
+    """Out of budget, the run stops; what it already did stands. It used to be aborted as if a
+    step had failed, and its applied debits were sent to compensation."""
     wallet_id = await new_wallet(pool, 10_000)
     first = debit_intent(wallet_id, 100, run_max_attempts=1)
     second = debit_intent(wallet_id, 200, run_id=first.run_id, run_max_attempts=1)
@@ -253,9 +256,14 @@ async def test_a_run_over_its_attempt_budget_dispatches_nothing_more(stage, pool
         await authorize(stage, first)
         assert await settled(pool, first.logical_call_id) == "SUCCEEDED"
         await authorize(stage, second)
+        # the step that denies it would also have requested the first one's compensation
         assert await settled(pool, second.logical_call_id) == "DENIED"
     assert (await call_row(pool, second.logical_call_id))["reason"] == "run_attempt_budget_exhausted"
     assert await debits_under(pool, second.operation_key) == 0
+    assert await call_state(pool, first.logical_call_id) == "SUCCEEDED"
+    assert await pool.fetchval("SELECT count(*) FROM dispatcher.calls WHERE compensates = $1",
+                               first.logical_call_id) == 0
+    assert await balance(pool, wallet_id) == 10_000 - 100
 
 
 async def test_a_redelivered_authorization_dispatches_once(stage, pool):

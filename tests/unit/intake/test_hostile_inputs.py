@@ -76,6 +76,7 @@ CASES = [
     ("wrong type", generic(arguments=[1, 2]), "invalid_field"),
     ("no tool calls", chat(), "no_tool_calls"),
     ("duplicate call ids", chat("call_a", "call_a"), "duplicate_call_id"),
+    ("1,024 calls in one message", chat(*(f"call_{n}" for n in range(1024))), "too_many_calls"),
     ("arguments not JSON", chat("call_a", arguments='{"wallet_id": "w-1"'), "arguments_not_json"),
     ("deep arguments text", chat("call_a", arguments='{"a": ' + DEEP + "}"), "too_deep"),
     ("custom tool call", custom_call(), "unsupported_call_type"),

@@ -65,6 +65,35 @@ def test_a_field_of_the_wrong_type_or_shape_is_an_invalid_field(field, value):
     assert rejection(example("generic") | {field: value}).code == ReasonCode.INVALID_FIELD
 
 
+@pytest.mark.parametrize("field", ["run_id", "principal_id", "tenant_id", "call_id",
+                                   "operation_key"])
+@pytest.mark.parametrize("unprintable", ["\n", "\r", "\x00", "\x1b[31m", "\u0085", "\u2028",
+                                         "\u202e", "\u2066", "\u200b", "\ufeff"],
+                         ids=["newline", "return", "nul", "escape", "nel", "line separator",
+                              "bidi override", "bidi isolate", "zero width", "bom"])
+def test_an_id_that_would_not_print_as_itself_is_refused(field, unprintable):
+    """A run id with a newline was accepted, broke an HTTP tool's request header (the attempt
+    was never recorded) and printed raw to operators' terminals."""
+    refused = rejection(example("generic") | {field: f"run{unprintable}1"})
+    assert refused.code == ReasonCode.INVALID_FIELD and field in refused.message
+
+
+@pytest.mark.parametrize("printable", ["run-ä-1", "commande n°7", "注文-7", "order/7:debit"])
+def test_an_id_in_any_script_is_accepted(printable):
+    [proposal] = to_proposals(example("generic") | {"run_id": printable})
+    assert proposal.run_id == printable
+
+
+def test_a_message_with_more_calls_than_one_transaction_should_hold_is_refused_whole():
+    """One 256 KiB message could carry 1,024 calls, each writing an intent and two outbox rows
+    in one transaction; now a message carries at most ``Limits.max_calls``."""
+    calls = [function_call(f"call_{n}") for n in range(65)]
+    refused = rejection(chat(*calls))
+    assert refused.code == ReasonCode.TOO_MANY_CALLS
+    assert len(refused.call_ids) == 65  # every call is answered, none is taken
+    assert len(to_proposals(chat(*calls[:64]))) == 64
+
+
 def test_a_user_message_is_not_an_assistant_turn():
     document = example("openai_chat")
     document["message"]["role"] = "user"

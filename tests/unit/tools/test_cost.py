@@ -17,6 +17,15 @@ def test_the_cost_is_the_canonical_amount_and_currency():
     assert spec.cost_of(canonical.value) == (1250, "EUR")
 
 
+def test_a_negative_amount_a_tool_admits_costs_what_it_moves():
+    """Caps, velocity limits and run budgets compare and add magnitudes, never a negative."""
+    spec = tool(canonical=[{"path": "amount", "kind": "money", "minimum_minor": -100_000}],
+                cost_from="amount")
+    canonical = canonicalize(spec, "acme", {"account": "a", "amount": "-40.00", "currency": "EUR"})
+    assert canonical.value["amount"] == -4000
+    assert spec.cost_of(canonical.value) == (4000, "EUR")
+
+
 def test_a_tool_without_cost_from_costs_nothing():
     spec = tool(canonical=MONEY)
     canonical = canonicalize(spec, "acme", {"account": "a", "amount": "1", "currency": "EUR"})

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from shared.tools import Rejection, RejectionCode, canonicalize
+from shared.tools.money import MAX_SAFE_INTEGER
 
 from .builders import tool
 
-LEDGER = tool(canonical=[{"path": "amount", "kind": "money"}])
+LEDGER = tool(canonical=[{"path": "amount", "kind": "money", "minimum_minor": -MAX_SAFE_INTEGER}])
+"""A ledger of adjustments: its registry floor admits any amount, so conversion alone is tested."""
+POSITIVE = tool(canonical=[{"path": "amount", "kind": "money"}])
 UNTYPED = tool(arguments_schema={"type": "object", "properties": {"amount": {}, "currency": {}}},
                canonical=[{"path": "amount", "kind": "money"}])
 LINES = tool(canonical=[{"path": "lines[].price", "kind": "money"}])
@@ -93,3 +96,25 @@ def test_money_inside_array_items_uses_each_items_own_currency():
     value = canonicalize(LINES, "acme", {"account": "a", "amount": 1, "currency": "EUR", "lines": [
         {"price": "1.5", "currency": "usd"}, {"price": 7, "currency": "JPY"}]}).value
     assert value["lines"] == [{"price": 150, "currency": "USD"}, {"price": 7, "currency": "JPY"}]
+
+
+@pytest.mark.parametrize("amount", ["-40.00", -40, "-0.01", "0", "0.00", "-0.00", 0.0])
+def test_a_money_argument_is_positive_unless_the_registry_says_otherwise(amount):
+    """A debit of -40.00 EUR used to be accepted, allowed under every cap and dispatched."""
+    with pytest.raises(Rejection) as caught:
+        canonicalize(POSITIVE, "acme", {"account": "a", "amount": amount, "currency": "EUR"})
+    assert caught.value.code == "amount_below_minimum"
+
+
+def test_the_smallest_positive_amount_is_accepted():
+    value = canonicalize(POSITIVE, "acme", {"account": "a", "amount": "0.01", "currency": "EUR"}).value
+    assert value["amount"] == 1
+
+
+def test_a_tool_may_declare_its_own_floor():
+    floor = tool(canonical=[{"path": "amount", "kind": "money", "minimum_minor": 500}])
+    with pytest.raises(Rejection) as caught:
+        canonicalize(floor, "acme", {"account": "a", "amount": "4.99", "currency": "EUR"})
+    assert caught.value.code == "amount_below_minimum"
+    assert canonicalize(floor, "acme", {"account": "a", "amount": "5", "currency": "EUR"}).value[
+        "amount"] == 500

@@ -19,7 +19,7 @@ from .builders import example, tool
 DEBIT = example().get("wallet.debit", "1")
 RESERVE = example().get("inventory.reserve", "1")
 LOOSE = tool(canonical=[{"path": "account", "kind": "tenant_resource"},
-                        {"path": "amount", "kind": "money"},
+                        {"path": "amount", "kind": "money", "minimum_minor": -MAX_SAFE_INTEGER},
                         {"path": "labels", "kind": "set"},
                         {"path": "at", "kind": "timestamp"},
                         {"path": "note", "kind": "string"}])

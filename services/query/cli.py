@@ -44,6 +44,8 @@ async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
     fence, which attempt, which receipt (docs/design.md §5 invariant 11)."""
     async with _operator(settings) as conn:
         detail = await reads.get_run(conn, run_id)
+        if detail is not None and detail.more_calls:
+            detail.calls.extend(await _remaining_calls(conn, run_id, detail.more_calls))
         events = await _whole_timeline(conn, run_id)
     if detail is None and not events:
         print(f"intentledger: run {printable(run_id)} not found", file=sys.stderr)
@@ -149,6 +151,17 @@ async def _whole_timeline(conn: asyncpg.Connection, run_id: str) -> list[Timelin
         events += page.items
         if (after := page.next) is None:
             return events
+
+
+async def _remaining_calls(conn: asyncpg.Connection, run_id: str, after: str) -> list[Any]:
+    """The calls after the first page of a run's detail: an operator reads them all."""
+    calls: list[Any] = []
+    cursor: str | None = after
+    while cursor:
+        page = await reads.list_calls(conn, CallFilters(run=run_id, after=cursor, limit=MAX_PAGE))
+        calls += page.items
+        cursor = page.next
+    return calls
 
 
 def _print_page(page: Any, as_json: bool, columns: Sequence[str],

@@ -58,7 +58,10 @@ class Compensation(Call):
 
 class RunDetail(BaseModel):
     run: Run
-    calls: list[Call] = Field(description="Every call of the run, oldest first.")
+    calls: list[Call] = Field(description="The run's first 100 calls, oldest first.")
+    more_calls: str | None = Field(default=None, description=(
+        "Set when the run has more calls than shown: the cursor of "
+        "``/v1/calls?run=<run_id>&after=<more_calls>``, which pages through the rest."))
 
 
 class TimelineEvent(BaseModel):

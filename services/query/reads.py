@@ -28,6 +28,7 @@ EVENT_COLUMNS = ("position, event_id, event_type, topic, run_id, tenant_id, logi
 RUNS = Keyset("runs", (("run_id", "text"),))
 CALLS = Keyset("calls", (("logical_call_id", "uuid"),))  # UUIDv7: creation order
 TIMELINE = Keyset("timeline", (("position", "bigint"),))
+RUN_CALLS_SHOWN = 100
 UNKNOWN = Keyset("unknown", (("unknown_since", "timestamptz"), ("logical_call_id", "uuid")))
 
 
@@ -42,12 +43,17 @@ async def list_runs(conn: asyncpg.Connection, filters: RunFilters) -> Page[Run]:
 
 
 async def get_run(conn: asyncpg.Connection, run_id: str) -> RunDetail | None:
+    """The run and its first ``RUN_CALLS_SHOWN`` calls: a run may hold thousands, and one
+    answer must stay small; ``more_calls`` continues through ``/v1/calls?run=``."""
     row = await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM projection.runs WHERE run_id = $1", run_id)
     if row is None:
         return None
-    calls = await conn.fetch(f"SELECT {CALL_COLUMNS} FROM projection.calls WHERE run_id = $1 "
-                             "ORDER BY logical_call_id", run_id)
-    return RunDetail(run=Run(**row), calls=[_call(Call, call) for call in calls])
+    select = Select()
+    select.where("run_id = {}", run_id)
+    calls = await _page(conn, "projection.calls", CALL_COLUMNS, select, CALLS, None,
+                        RUN_CALLS_SHOWN)
+    return RunDetail(run=Run(**row), calls=[_call(Call, call) for call in calls[:RUN_CALLS_SHOWN]],
+                     more_calls=CALLS.next_cursor(calls, RUN_CALLS_SHOWN))
 
 
 async def timeline(conn: asyncpg.Connection, run_id: str,

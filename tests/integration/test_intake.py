@@ -267,3 +267,26 @@ async def test_a_tenants_defaults_bound_runs_that_state_no_limits(pool, endpoint
     row = await pool.fetchrow(f"SELECT max_calls, deadline_at - created_at AS span FROM {SCHEMA}.runs "
                               "WHERE run_id = $1", run)
     assert row["max_calls"] == 1 and row["span"].total_seconds() < 120
+
+
+async def test_a_budget_stated_above_the_tenants_limits_gets_the_limits(pool, endpoints,
+                                                                        monkeypatch):
+    """The finding: with tenant limits of 20 calls / 600 s / 100.00 EUR, a proposal that stated
+    its own budget got 100,000 calls, a cost limit of 2^53-1 and a deadline in the year 9999."""
+    run, tenant = new_run(), f"t-{new_run()[-8:]}"
+    monkeypatch.setenv("INTENTLEDGER_INTAKE_TENANT_LIMITS", json.dumps({tenant: {
+        "max_calls": 20, "run_seconds": 600, "cost_limit_minor": 10_000, "currency": "EUR"}}))
+    greedy = {"max_calls": 100_000, "max_attempts": 1_000_000, "cost_limit_minor": 2**53 - 1,
+              "currency": "EUR"}
+    async with running_intake(endpoints):
+        await send(endpoints.kafka_bootstrap, generic(run, "c1", operation_key="k1", tenant=tenant,
+                                                      budget=greedy,
+                                                      deadline_at="9999-01-01T00:00:00Z"))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 1))
+    assert replies["c1"]["outcome"] == "accepted"
+    row = await pool.fetchrow(f"SELECT max_calls, max_attempts, cost_limit_minor, currency,"
+                              f" deadline_at - created_at AS span FROM {SCHEMA}.runs"
+                              " WHERE run_id = $1", run)
+    assert (row["max_calls"], row["max_attempts"], row["cost_limit_minor"], row["currency"]) == (
+        20, 40, 10_000, "EUR")
+    assert row["span"].total_seconds() < 700

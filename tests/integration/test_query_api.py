@@ -73,6 +73,20 @@ async def test_a_run_answers_with_its_calls(pool, api):
     assert status == 200 and call["state"] == "UNKNOWN" and call["result"] == {"balance_minor": 6000}
 
 
+async def test_a_run_with_more_calls_than_one_answer_holds_pages_through_the_rest(pool, api):
+    """``GET /v1/runs/{id}`` used to return every call of a run in one answer, however many."""
+    run = await seed_run(pool, TENANT_A)
+    calls = [str(await seed_call(pool, run)) for _ in range(130)]
+    status, body = await api.get(f"/v1/runs/{run.run_id}", KEY_A)
+    assert status == 200 and body["run"]["calls"] == 130
+    assert [call["logical_call_id"] for call in body["calls"]] == calls[:100]
+    status, rest = await api.get("/v1/calls", KEY_A, run=run.run_id, after=body["more_calls"])
+    assert status == 200 and rest["next"] is None
+    assert [call["logical_call_id"] for call in rest["items"]] == calls[100:]
+    _, small = await api.get(f"/v1/runs/{(await seed_run(pool, TENANT_A)).run_id}", KEY_A)
+    assert small["more_calls"] is None
+
+
 async def test_the_timeline_is_in_history_order_with_every_audit_field(pool, api):
     run = await seed_run(pool, TENANT_A, principal="agent-7")
     call = await seed_call(pool, run)

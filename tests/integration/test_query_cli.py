@@ -87,6 +87,13 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
         "DispatchIntentRecorded", "ToolAttemptStarted", "ToolOutcomeMarkedUnknown", "ToolEffectReconciled"]
 
 
+async def test_runs_show_prints_every_call_of_a_run_larger_than_one_page(pool, cli):
+    run = await seed_run(pool, unique("acme"))
+    calls = [str(await seed_call(pool, run)) for _ in range(130)]
+    code, out, _ = await cli("runs", "show", run.run_id, "--json")
+    assert code == 0 and [c["logical_call_id"] for c in json.loads(out)["calls"]] == calls
+
+
 async def test_runs_show_of_a_run_that_does_not_exist_fails(cli):
     code, _, err = await cli("runs", "show", unique("run"))
     assert code == 1 and "not found" in err

@@ -33,9 +33,9 @@ export function query(params) {
   return text ? `?${text}` : "";
 }
 
-export async function allPages(path, params, cap = 20) {
+export async function allPages(path, params, cap = 20, from = null) {
   const items = [];
-  let after = null;
+  let after = from;
   for (let page = 0; page < cap; page++) {
     const answer = await api(path + query({ ...params, after }));
     items.push(...answer.items);

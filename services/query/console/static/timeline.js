@@ -21,6 +21,15 @@ export function runEvents(runId) {
   return allPages(`/v1/runs/${encodeURIComponent(runId)}/timeline`, { limit: 1000 });
 }
 
+// The run with all its calls: its detail shows the first page, /v1/calls?run= the rest.
+async function runDetail(runId) {
+  const detail = await api(`/v1/runs/${encodeURIComponent(runId)}`);
+  if (detail.more_calls) {
+    detail.calls.push(...await allPages("/v1/calls", { run: runId, limit: 1000 }, 20, detail.more_calls));
+  }
+  return detail;
+}
+
 export async function timeline(view, runId, fresh, current) {
   frame(view, fresh, () => [
     el("p", {}, el("a", { href: "#/runs" }, "← runs")),
@@ -28,7 +37,7 @@ export async function timeline(view, runId, fresh, current) {
     el("div", { id: "run-summary" }),
     el("div", { id: "run-calls" }),
   ]);
-  const [detail, events] = await Promise.all([api(`/v1/runs/${encodeURIComponent(runId)}`), runEvents(runId)]);
+  const [detail, events] = await Promise.all([runDetail(runId), runEvents(runId)]);
   if (!current() || !changed("run-calls", [detail, events])) return;
   const run = detail.run;
   region("run-summary").replaceChildren(el("section", { class: "call" }, el("dl", {},

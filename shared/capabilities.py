@@ -29,8 +29,6 @@ from shared.tools.jcs import jcs
 TYP = "intentledger-capability+jws"
 _BOUND_FIELDS = ("run_id", "logical_call_id", "operation_key", "principal_id", "tenant_id",
                  "tool_name", "tool_version", "arguments_hash", "deadline_at", "run_max_attempts")
-_UNSIGNED = "e30..AA"
-"""A placeholder of the signature's shape, replaced before the capability leaves ``sign``."""
 PublicKeys = Mapping[str, OKPKey]
 """The keys a capability may be signed with, by ``kid``."""
 
@@ -40,24 +38,19 @@ def sign(claims: dict[str, Any], key: OKPKey) -> Capability:
     capability serializes to, so the bytes checked later are the bytes signed now."""
     if not isinstance(key, OKPKey):
         raise ValueError("capabilities are signed with an Ed25519 (OKP) key")
-    unsigned = Capability.model_validate(claims | {"signature": _UNSIGNED})
-    signature = sealed.seal(_signed_fields(unsigned), key, TYP)
-    return unsigned.model_copy(update={"signature": signature})
+    unsigned = Capability.model_validate(claims | {"signature": sealed.UNSIGNED})
+    return sealed.sealed_copy(unsigned, key, TYP)
 
 
 def signature_refusal(capability: Capability, keys: PublicKeys) -> str | None:
     """Why this capability's signature does not hold, or None: signed by a key of ``keys``
     over these very fields."""
     try:
-        sealed.signer_of(_signed_fields(capability), capability.signature, TYP, keys.get)
+        sealed.signer_of(sealed.fields_of(capability), capability.signature, TYP, keys.get)
     except sealed.Unsealed as refused:
         return ("capability_key_unknown" if refused.reason == "key_unknown"
                 else "capability_signature_invalid")
     return None
-
-
-def _signed_fields(capability: Capability) -> dict[str, Any]:
-    return capability.model_dump(mode="json", exclude={"signature"})
 
 
 def refusal(capability: Capability, intent: Intent, keys: PublicKeys, now: datetime) -> str | None:

@@ -16,12 +16,9 @@ from services.dispatcher.repository import Call
 from shared.contracts.compensations import TYP, CompensationProposal
 from shared.contracts.dispatch import DispatchReason
 from shared.contracts.intake import Intent
-from shared.identity.sealed import Key, seal
+from shared.identity.sealed import UNSIGNED, Key, sealed_copy
 from shared.tools import ToolSpec
 from shared.tools.compensation import ArgumentsMissing, compensation_intent
-
-_PLACEHOLDER = "e30..AA"
-"""A signature's shape, replaced before the proposal leaves ``Proposer.propose``."""
 
 
 class NoCompensation(Exception):
@@ -50,5 +47,5 @@ class Proposer:
     def propose(self, intent: Intent, original_operation_key: str) -> CompensationProposal:
         unsigned = CompensationProposal(intent=intent, original_operation_key=original_operation_key,
                                         requested_by=self.principal_id,
-                                        expires_at=intent.deadline_at, signature=_PLACEHOLDER)
-        return unsigned.model_copy(update={"signature": seal(unsigned.signed_fields(), self.key, TYP)})
+                                        expires_at=intent.deadline_at, signature=UNSIGNED)
+        return sealed_copy(unsigned, self.key, TYP)

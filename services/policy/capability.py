@@ -16,10 +16,8 @@ from shared.policy.engine import Decision
 from shared.capabilities import sign
 from shared.contracts.authorizations import Capability
 from shared.contracts.intake import Intent
+from shared.identity.sealed import UNSIGNED
 from shared.ids import new_event_id
-
-_UNSIGNED = "e30..AA"
-"""Replaced by ``sign``: a draft needs a value of the signature's shape."""
 
 
 def issue(decision_id: uuid.UUID, intent: Intent, decision: Decision, now: datetime,
@@ -35,6 +33,6 @@ def issue(decision_id: uuid.UUID, intent: Intent, decision: Decision, now: datet
         tool_version=intent.tool_version, arguments_hash=intent.arguments_hash,
         deadline_at=intent.deadline_at, run_max_attempts=intent.run_max_attempts,
         policy_version=decision.policy_version, approvals=decision.approvals,
-        limits=decision.limits, issued_at=now, expires_at=min(ends), signature=_UNSIGNED)
+        limits=decision.limits, issued_at=now, expires_at=min(ends), signature=UNSIGNED)
     # Signed over the model's own JSON form, the form the dispatcher re-derives when it checks.
     return sign(draft.model_dump(mode="json", exclude={"signature"}), key)

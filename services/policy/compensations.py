@@ -15,7 +15,7 @@ from datetime import datetime
 from shared.contracts.compensations import TYP, CompensationProposal
 from shared.identity.acting import COMPENSATOR
 from shared.identity.principals import Principals
-from shared.identity.sealed import Unsealed, signer_of
+from shared.identity.sealed import Unsealed, fields_of, signer_of
 from shared.tools import Rejection, ToolRegistry
 from shared.tools.compensation import compensation_mismatch
 from services.policy.repository import StoredDecision
@@ -33,7 +33,7 @@ def proposal_refusal(proposal: CompensationProposal, principals: Principals,
         return found[1].key if found is not None else None
 
     try:
-        kid = signer_of(proposal.signed_fields(), proposal.signature, TYP, key_of)
+        kid = signer_of(fields_of(proposal), proposal.signature, TYP, key_of)
     except Unsealed as refused:
         return f"seal {refused}"
     principal, public = principals.by_kid(kid)

@@ -12,7 +12,6 @@ one the registry derives for the call it compensates, judges it under its rules,
 
 from __future__ import annotations
 
-from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -37,6 +36,3 @@ class CompensationProposal(BaseModel):
     signature: str = Field(pattern=SIGNATURE_PATTERN, max_length=1024, description=(
         "A compact JWS with a detached payload (the RFC 8785 form of every other field), by a "
         "key of ``requested_by`` in the principals file; its protected header names the kid."))
-
-    def signed_fields(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"signature"})

@@ -15,11 +15,12 @@ All cryptography is joserfc's; nothing here computes a signature.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from joserfc import jws
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OKPKey
+from pydantic import BaseModel
 
 from shared.tools.jcs import jcs
 
@@ -27,6 +28,20 @@ SIGNATURE_PATTERN = r"^[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]+$"
 """A compact JWS whose payload is detached: header, nothing, signature."""
 _REGISTRY = jws.JWSRegistry(algorithms=["Ed25519", "ES256"])
 Key = OKPKey | ECKey
+UNSIGNED = "e30..AA"
+"""A value of a signature's shape, for a document built before it is sealed."""
+Document = TypeVar("Document", bound=BaseModel)
+
+
+def fields_of(document: BaseModel) -> dict[str, Any]:
+    """What a document's seal is over: every field but ``signature``, in its JSON form (the
+    form it is sent in, so the bytes checked later are the bytes sealed now)."""
+    return document.model_dump(mode="json", exclude={"signature"})
+
+
+def sealed_copy(document: Document, key: Key, typ: str) -> Document:
+    """``document``, built with ``signature=UNSIGNED``, with its seal by ``key``."""
+    return document.model_copy(update={"signature": seal(fields_of(document), key, typ)})
 
 
 def seal(fields: Mapping[str, Any], key: Key, typ: str) -> str:

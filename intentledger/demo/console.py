@@ -23,6 +23,7 @@ from intentledger.demo.identities import OPERATOR_ID, demo_identities, service_e
 from shared.config import Endpoints, Settings
 from shared.infra import processes
 from shared.infra.ports import choose
+from shared.infra.postgres_local import login_url
 
 MARKER = "intentledger.cli serve query"
 READY_S = 60.0
@@ -45,7 +46,7 @@ async def start(settings: Settings, endpoints: Endpoints) -> DemoConsole:
     port = choose([query.port], set())
     token = secrets.token_urlsafe(18)
     env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-           "INTENTLEDGER_DATABASE_URL": endpoints.database_url,
+           "INTENTLEDGER_DATABASE_URL": login_url(endpoints.database_url),
            "INTENTLEDGER_QUERY_PORT": str(port), "INTENTLEDGER_QUERY_HOST": query.host,
            "INTENTLEDGER_CONSOLE_TOKENS": json.dumps({token: {"id": OPERATOR_ID, "tenant": "*"}}),
            "INTENTLEDGER_QUERY_API_KEYS": json.dumps({**query.api_keys, token: "*"}),

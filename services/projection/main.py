@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 from aiokafka import ConsumerRecord
 
 from services.projection.facts import Delivery
@@ -37,10 +38,16 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
         writes=(config.results_topic,), crash_point="projection.after_commit",
         batch_size=config.batch_size, decoder=delivered, set_wise=True)
     return await serve(service, settings, ProjectionHandler(config.results_topic),
-                       prepare=lambda pool: migrate_service(pool, SCHEMA),
-                       migrated=lambda pool: expect_migrated(pool, SCHEMA),
+                       prepare=_migrate, migrated=lambda pool: expect_migrated(pool, SCHEMA, "query"),
                        stopping=stopping or stop_on_signals(), shown=(config,),
                        alongside=_health_sampling(settings, config))
+
+
+async def _migrate(pool: asyncpg.Pool) -> None:
+    """Its own migrations, then the query's: those define who may read the projection's tables
+    (row-level security), which only their owner may change; the query API applies none."""
+    await migrate_service(pool, SCHEMA)
+    await migrate_service(pool, "query")
 
 
 def _health_sampling(settings: Settings, config: ProjectionSettings):

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from aiokafka import ConsumerRecord
 
-from services.proposal_intake import repository
+from services.proposal_intake import rates, repository
 from shared.contracts.proposals import ToolCallProposal, proposal_record_id
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
@@ -101,6 +101,11 @@ class Intake:
             _refuse_message(outcomes, document, *refusal,
                             tuple(proposal.provider_call_id for proposal in proposals),
                             identified=False)
+            return
+        if proposals and (throttled := await rates.spend(
+                uow.connection, proposals[0].tenant_id, proposals[0].principal_id,
+                len(proposals), self._settings)) is not None:
+            outcomes.throttled(proposals, throttled.message, throttled.retry_after_s)
             return
         for proposal in proposals:
             await self._take(uow, outcomes, proposal)

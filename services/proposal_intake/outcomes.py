@@ -9,7 +9,7 @@ import uuid
 from shared.contracts.proposals import ToolCallProposal
 from services.proposal_intake.domain import Named
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
-                                     ProposalOutcome, Intent)
+                                     IntakeReason, ProposalOutcome, Intent)
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
 from shared.topology import AGENT_RESULTS, LEDGER_INTAKE
@@ -58,6 +58,17 @@ class Outcomes:
                                       proposal_id=self._proposal_id, reason_code=str(code),
                                       message=message).model_dump(mode="json")
             self._emit(PROPOSAL_REJECTED, run_id, payload, payload if identified else None)
+
+    def throttled(self, proposals: tuple[ToolCallProposal, ...], message: str,
+                  retry_after_s: float | None) -> None:
+        """Refused ``proposal_rate_exceeded``: answered to the agent only. The ledger's history gets
+        nothing, so a flood costs one outbox row per call and no run, intent or event."""
+        for proposal in proposals:
+            payload = self._about(proposal, "rejected", reason_code=IntakeReason.PROPOSAL_RATE_EXCEEDED,
+                                  message=message, retry_after_s=retry_after_s,
+                                  tool_name=proposal.tool_name,
+                                  tool_version=proposal.tool_version).model_dump(mode="json")
+            self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, None)
 
     def _about(self, proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
         return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,

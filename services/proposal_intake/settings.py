@@ -22,6 +22,12 @@ class TenantLimits(BaseModel):
     run_seconds: float | None = Field(default=None, gt=0)
     cost_limit_minor: int | None = Field(default=None, ge=0)
     currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    calls_per_second: float | None = Field(default=None, gt=0)
+    """The tenant's proposal rate (``rates.py``), in calls across all its principals."""
+    calls_burst: float | None = Field(default=None, ge=1)
+    principal_calls_per_second: float | None = Field(default=None, gt=0)
+    """Each of the tenant's principals' own rate, within the tenant's."""
+    principal_calls_burst: float | None = Field(default=None, ge=1)
 
 
 class IntakeSettings(BaseSettings):
@@ -49,6 +55,15 @@ class IntakeSettings(BaseSettings):
     call may succeed first time, and half of them may be retried once, on average."""
     default_run_seconds: float = Field(default=3600.0, gt=0)
     """A run ends at most this long after its first proposal (it may state an earlier end)."""
+    tenant_calls_per_second: float = Field(default=100.0, gt=0)
+    """A tenant's proposal rate, in calls per second across its principals (``rates.py``),
+    unless its ``tenant_limits`` say otherwise; refused beyond it: ``proposal_rate_exceeded``."""
+    tenant_calls_burst: float = Field(default=1000.0, ge=1)
+    """How many calls a tenant may send at once after a quiet spell."""
+    principal_calls_per_second: float = Field(default=20.0, gt=0)
+    """One principal's (one agent's) rate: an agent in a loop is stopped long before its
+    tenant's other agents feel it."""
+    principal_calls_burst: float = Field(default=200.0, ge=1)
     tenant_limits: dict[str, TenantLimits] = {}
     """Per-tenant ceilings, e.g. ``{"acme": {"max_calls": 20, "run_seconds": 600}}``: a
     proposal may state lower limits for its run, never higher."""

@@ -1,7 +1,8 @@
-"""Composition root of the query API process: a pool, the migrations its row-level security
-depends on, and the HTTP server (the API and the operator console) until SIGTERM. Ready once
-PostgreSQL answers and those migrations are applied. Its only Kafka client is the console's
-resolve form, which publishes an operator's resolution when one is made."""
+"""Composition root of the query API process: a pool under a login that row-level security
+binds (``login``), and the HTTP server (the API and the operator console) until SIGTERM.
+Ready once PostgreSQL answers and the projection's and the query's migrations are applied; it
+applies none itself (it owns no table: the projection, their owner, applies both). Its only
+Kafka client is the console's resolve form, which publishes an operator's resolution."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from services.query.console.sessions import Sessions
 from services.query.console.settings import ConsoleSettings
 from services.query.console.web import Console
 from services.query.http_api import Ports, serving
+from services.query.login import refuse_unsafe_login
 from services.query.settings import QuerySettings
-from shared.db.schemas import expect_migrated, migrate_service
+from shared.db.schemas import expect_migrated
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.health import Health
@@ -38,12 +40,7 @@ async def run_query(settings: Settings, query_settings: QuerySettings | None = N
                                        application_name="intentledger-query", reset_sessions=True)
         health.ready_when("postgres", lambda: pool.fetchval("SELECT 1"))
         try:
-            async for attempt in dependency_backoff(give_up_after_s=STARTUP_PATIENCE_S,
-                                                    stopping=stopping):
-                with attempt:
-                    # The policies are on the projection's tables: they must exist first.
-                    await migrate_service(pool, "projection")
-                    await migrate_service(pool, "query")
+            await refuse_unsafe_login(pool)
             health.ready_when("migrations", lambda: expect_migrated(pool, "projection", "query"))
             console = Console(console_settings, Sessions(console_settings), settings.endpoints,
                               pool, resolutions_topic or console_settings.resolutions_topic)

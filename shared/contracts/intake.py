@@ -29,6 +29,7 @@ class IntakeReason(StrEnum):
     RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
     RUN_COST_BUDGET_EXHAUSTED = "run_cost_budget_exhausted"
     RUN_COST_CURRENCY_MISMATCH = "run_cost_currency_mismatch"
+    PROPOSAL_RATE_EXCEEDED = "proposal_rate_exceeded"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -77,3 +78,6 @@ class ProposalOutcome(_Contract):
     state: str | None = Field(default=None, description="For a duplicate: the intent's state now.")
     reason_code: str | None = Field(default=None, description="Stable, machine-readable.")
     message: str | None = Field(default=None, description="For people; never parse it.")
+    retry_after_s: float | None = Field(default=None, ge=0, description=(
+        "For proposal_rate_exceeded: when the same message, sent again, can be served. Absent when it "
+        "never can (it carries more calls than the bucket holds: split it)."))

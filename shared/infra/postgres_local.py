@@ -15,10 +15,12 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from shared.config import Settings
+from shared.db.roles import QUERY_LOGIN
 from shared.infra import processes
 from shared.infra.errors import InfraError
 
@@ -95,13 +97,25 @@ def stop(bindir: Path, home: Path, mode: str = "fast") -> None:
 
 
 async def ensure_database(port: int, name: str) -> None:
-    """Create the application database on first start; a no-op afterwards."""
+    """Create the application database and the query API's login on first start; a no-op
+    afterwards. The login has no password: this cluster trusts loopback (``start``)."""
     connection = await asyncpg.connect(url(port, "postgres"), timeout=10)
     try:
         if not await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
             await connection.execute(f'CREATE DATABASE "{name}"')
+        if not await connection.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", QUERY_LOGIN):
+            await connection.execute(f"CREATE ROLE {QUERY_LOGIN} LOGIN NOINHERIT NOSUPERUSER "
+                                     "NOBYPASSRLS NOCREATEDB NOCREATEROLE")
     finally:
         await connection.close()
+
+
+def login_url(database_url: str, login: str = QUERY_LOGIN) -> str:
+    """The same database as another login, without the password (loopback is trusted)."""
+    parts = urlsplit(database_url)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{login}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _run(command: list[object], what: str) -> None:

@@ -105,6 +105,8 @@ _INTAKE_REASON = {
     "run_call_budget_exhausted": "the run already has its maximum number of intents",
     "run_cost_budget_exhausted": "the call's cost would take the run past its cost budget",
     "run_cost_currency_mismatch": "the call costs money in another currency than the run's budget",
+    "proposal_rate_exceeded": "the tenant or the principal has spent its proposal rate; nothing "
+                              "was recorded, send the message again after retry_after_s",
     "internal_error": "the intake could not record the call; nothing was dispatched (see its logs)",
 }
 _POLICY_REASON = {

@@ -16,6 +16,8 @@ from services.query.console.settings import ConsoleSettings
 from services.query.main import run_query
 from services.query.settings import QuerySettings
 from shared.config import Endpoints, Settings
+from shared.db.schemas import migrate_all
+from shared.infra.postgres_local import login_url
 
 
 class QueryClient:
@@ -65,10 +67,14 @@ class QueryClient:
 async def query_api(endpoints: Endpoints, api_keys: dict[str, str], *,
                     console: ConsoleSettings | None = None,
                     resolutions_topic: str | None = None) -> AsyncIterator[QueryClient]:
-    """The API process's composition root (with the console) on a free port; leaving stops it
-    as SIGTERM would."""
+    """The API process's composition root (with the console) on a free port, logged in as the
+    deployment's query role; leaving stops it as SIGTERM would. The migrations it expects are
+    applied first, as the projection (their owner) or ``intentledger migrate`` would."""
+    await migrate_all(Settings(kafka_bootstrap=endpoints.kafka_bootstrap,
+                               database_url=endpoints.database_url))
     stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
-    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap, database_url=endpoints.database_url)
+    settings = Settings(kafka_bootstrap=endpoints.kafka_bootstrap,
+                        database_url=login_url(endpoints.database_url))
     task = asyncio.create_task(run_query(settings, QuerySettings(port=0, api_keys=api_keys),
                                          stopping, started, console or ConsoleSettings(),
                                          resolutions_topic))

@@ -15,7 +15,8 @@ DECLARE
         'policy',          'policy',
         'dispatcher',      'dispatcher',
         'projection',      'projection',
-        'query',           'query',
+        -- the query API owns nothing: its schema (RLS, dead letters) goes with the projection's
+        'query',           'projection',
         'wallet',          'wallet',
         'warehouse',       'warehouse'];
     i integer;
@@ -63,24 +64,31 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The query API re-checks the projection's migrations at start (its row-level security is
-    -- defined on the projection's tables) and reads them only as one of the two NOLOGIN roles
-    -- services/query/migrations/0001_query.sql creates (SET LOCAL ROLE per request).
+    -- The query API applies no migration (services/query/main.py) and owns no table, so
+    -- row-level security binds it (FORCEd, services/query/migrations/0003_query_login.sql):
+    -- it checks both schemas' migrations at start and reads only as one of the two NOLOGIN
+    -- roles of services/query/migrations/0001_query.sql (SET LOCAL ROLE per request). NOINHERIT:
+    -- a connection that has not switched role reads nothing.
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
-       AND to_regclass('projection.schema_migrations') IS NOT NULL THEN
-        GRANT USAGE, CREATE ON SCHEMA projection TO query;
-        GRANT SELECT ON projection.schema_migrations TO query;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
-       AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'intentledger_query_tenant') THEN
+       AND to_regclass('query.schema_migrations') IS NOT NULL THEN
+        ALTER ROLE query NOINHERIT;
+        EXECUTE format('GRANT CONNECT ON DATABASE %I TO query', current_database());
+        GRANT USAGE ON SCHEMA projection, query TO query;
+        GRANT SELECT ON projection.schema_migrations, query.schema_migrations TO query;
         GRANT intentledger_query_tenant, intentledger_query_operator TO query;
+    END IF;
+    -- FORCE binds the tables' owner too: the projection reads and writes them through the
+    -- policy granted to this role.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'projection')
+       AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'intentledger_projection_owner') THEN
+        GRANT intentledger_projection_owner TO projection;
     END IF;
     -- The console's resolve form (services/query/console/web.py) finds the call's run and then
     -- waits for the dispatcher's verdict on the resolution, as `intentledger resolve` does.
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
        AND to_regclass('dispatcher.resolutions') IS NOT NULL THEN
         GRANT USAGE ON SCHEMA dispatcher TO query;
-        GRANT SELECT (logical_call_id, run_id, state) ON dispatcher.calls TO query;
+        GRANT SELECT (logical_call_id, run_id, tenant_id, state) ON dispatcher.calls TO query;
         GRANT SELECT (event_id, status, reason) ON dispatcher.resolutions TO query;
     END IF;
 END

@@ -37,9 +37,13 @@ def service_env(service: str, overrides: dict[str, dict[str, str]],
     if service == "proposal-intake":
         env |= {"INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
                 **{f"INTENTLEDGER_INTAKE_{name}": value for name, value in principals.items()},
-                # budgets are not what this measures: no run runs out of calls or attempts
+                # budgets are not what this measures: no run runs out of calls or attempts,
+                # and the one principal that offers the whole load is never refused its rate
+                # (whose buckets are still spent: their statements are part of the cost)
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_CALLS": "100000",
-                "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000"}
+                "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000",
+                **{f"INTENTLEDGER_INTAKE_{who}_CALLS_{what}": "1000000000"
+                   for who in ("TENANT", "PRINCIPAL") for what in ("PER_SECOND", "BURST")}}
     if service == "policy":
         env |= {"INTENTLEDGER_POLICY_POLICY_FILE": str(POLICY_FILE),
                 "INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),

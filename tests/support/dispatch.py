@@ -99,7 +99,7 @@ class Stage:
         """The intake in front of this stage's policy: proposals in, results and intents out."""
         return IntakeSettings(**{
             "tools_file": self.tools_file, "proposals_topic": self.proposals,
-            "results_topic": self.results, "intake_topic": self.intake, **overrides})
+            "results_family": self.results, "intake_topic": self.intake, **overrides})
 
     def policy_settings(self, **overrides) -> PolicySettings:
         """The policy between this stage's intake and dispatcher, reading the same files."""
@@ -124,7 +124,7 @@ class Stage:
         topics = [self.authorizations, self.receipts, self.resolutions, self.dispatch, self.effects,
                   self.compensations, self.wallet_topic, self.warehouse_topic]
         if pipeline:
-            topics += [self.proposals, self.results, self.approvals]
+            topics += [self.proposals, self.approvals]  # tenants' results: by the relay
         topics.append(self.intake)  # what a policy of the stage decides (``accepted``)
         for topic in topics:
             await create_topic(self.endpoints.kafka_bootstrap, topic)

@@ -42,15 +42,16 @@ class LedgerTopics:
         return ProjectionSettings(intake_topic=self.intake,
                                   authorizations_topic=self.authorizations,
                                   dispatch_topic=self.dispatch, effects_topic=self.effects,
-                                  results_topic=self.results)
+                                  results_family=self.results)
 
     def env(self) -> dict[str, str]:
         """The same settings for a projection run as a process."""
-        return {f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
-                for name in ("intake", "authorizations", "dispatch", "effects", "results")}
+        return {**{f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
+                   for name in ("intake", "authorizations", "dispatch", "effects")},
+                "INTENTLEDGER_PROJECTION_RESULTS_FAMILY": self.results}
 
     async def create(self, bootstrap: str) -> None:
-        for topic in (self.intake, self.authorizations, self.dispatch, self.effects, self.results):
+        for topic in (self.intake, self.authorizations, self.dispatch, self.effects):
             await create_topic(bootstrap, topic, partitions=PARTITIONS)
 
     def deliveries(self, events: Iterable[Published]) -> list[Delivery]:

@@ -32,6 +32,7 @@ from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
 from shared.tools.jcs import jcs
+from shared.topology import results_topic
 from tests.conftest import ROOT
 from tests.support import identities
 from tests.support.kafka import create_topic, unique_topic, wait_for
@@ -60,6 +61,11 @@ class Stage:
     intake: str = field(default_factory=lambda: unique_topic("ledger.intake"))
     approvals: str = field(default_factory=lambda: unique_topic("ledger.approvals"))
     compensations: str = field(default_factory=lambda: unique_topic("ledger.compensations"))
+
+    def results_topic(self, tenant: str = "acme") -> str:
+        """Where this tenant's answers go (``results`` names the family: each tenant has its
+        own topic, which the relay creates on first use)."""
+        return results_topic(tenant, self.results)
 
     @property
     def tools_file(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -93,3 +94,23 @@ async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> 
     finally:
         await admin.close()
     return sum(max(offsets[partition].offset, 0) for partition in wanted if partition in offsets)
+
+
+async def topics_matching(bootstrap: str, pattern: re.Pattern[str]) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return sorted(topic for topic in await admin.list_topics() if pattern.match(topic))
+    finally:
+        await admin.close()
+
+
+async def partition_count(bootstrap: str, topic: str) -> int:
+    """Of a topic that exists (describing it by name would auto-create a missing one)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [described] = [t for t in await admin.describe_topics() if t["topic"] == topic]
+        return len(described["partitions"])
+    finally:
+        await admin.close()

@@ -21,6 +21,7 @@ from services.projection.repository import SCHEMA
 from services.projection.settings import ProjectionSettings
 from shared.config import Endpoints, Settings
 from shared.messaging.consumer import BatchReport
+from shared.topology import results_topic
 from tests.support.kafka import create_topic, unique_topic, wait_for
 from tests.support.projection_events import Published
 
@@ -37,6 +38,11 @@ class LedgerTopics:
 
     def of(self, role: str) -> str:
         return getattr(self, role)
+
+    def results_topic(self, tenant: str = "acme") -> str:
+        """Where the projection announces this tenant's settled calls (``results`` names the
+        family: each tenant has its own)."""
+        return results_topic(tenant, self.results)
 
     def settings(self) -> ProjectionSettings:
         return ProjectionSettings(intake_topic=self.intake,

@@ -71,7 +71,7 @@ def test_the_settings_default_to_the_topology_names():
     assert set(consumers()) == set(ROUTES)
     for service, (consumed, emitted) in consumers().items():
         assert consumed == set(ROUTES[service]), service
-        declared = {topic.name for topic in topology.TOPICS if service in topic.producers}
+        declared = {topic.address for topic in topology.TOPICS if service in topic.producers}
         assert declared - tool_topics == emitted - tool_topics, service
 
 

@@ -46,7 +46,7 @@ async def test_a_principal_past_its_burst_is_refused_with_when_to_retry_and_noth
     names = [f"c{n}" for n in range(8)]
     async with running_intake(endpoints):
         await send(endpoints.kafka_bootstrap, *calls(run, t, names))
-        replies = by_call(await answers(endpoints.kafka_bootstrap, run, len(names)))
+        replies = by_call(await answers(endpoints.kafka_bootstrap, run, len(names), tenant=t))
         refused = [name for name in names if replies[name]["outcome"] == "rejected"]
         assert [replies[name]["outcome"] for name in names[:5]] == ["accepted"] * 5
         assert refused == names[5:]
@@ -58,7 +58,8 @@ async def test_a_principal_past_its_burst_is_refused_with_when_to_retry_and_noth
         # Waiting as told, the same message is served.
         await asyncio.sleep(replies["c5"]["retry_after_s"] + 0.2)
         await send(endpoints.kafka_bootstrap, *calls(run, t, ["c5"]))
-        again = [e for e in await answers(endpoints.kafka_bootstrap, run, len(names) + 1)
+        again = [e for e in await answers(endpoints.kafka_bootstrap, run, len(names) + 1,
+                                                   tenant=t)
                  if e["payload"]["call_id"] == "c5"]
         # The history never heard of the refusals: had c5's been recorded, it would come
         # before c5's acceptance, among these six.
@@ -77,11 +78,11 @@ async def test_the_tenant_budget_is_shared_by_its_principals_and_no_other_tenant
                                                               "calls_burst": 6}}))
     async with running_intake(endpoints):
         await send(endpoints.kafka_bootstrap, *calls(run_a, t, ["a1", "a2", "a3", "a4"], "user-42"))
-        first = by_call(await answers(endpoints.kafka_bootstrap, run_a, 4))
+        first = by_call(await answers(endpoints.kafka_bootstrap, run_a, 4, tenant=t))
         await send(endpoints.kafka_bootstrap, *calls(run_b, t, ["b1", "b2", "b3"], "u-1"),
                    *calls(run_c, other, ["o1", "o2", "o3"], "u-1"))
-        second = by_call(await answers(endpoints.kafka_bootstrap, run_b, 3))
-        third = by_call(await answers(endpoints.kafka_bootstrap, run_c, 3))
+        second = by_call(await answers(endpoints.kafka_bootstrap, run_b, 3, tenant=t))
+        third = by_call(await answers(endpoints.kafka_bootstrap, run_c, 3, tenant=other))
     assert {reply["outcome"] for reply in first.values()} == {"accepted"}
     assert [second[name]["outcome"] for name in ("b1", "b2", "b3")] == ["accepted", "accepted",
                                                                        "rejected"]
@@ -103,7 +104,7 @@ async def test_a_message_larger_than_the_burst_is_told_to_split_not_to_wait(pool
                    for n in range(3)]}}
     async with running_intake(endpoints):
         await send(endpoints.kafka_bootstrap, message)
-        replies = by_call(await answers(endpoints.kafka_bootstrap, run, 3))
+        replies = by_call(await answers(endpoints.kafka_bootstrap, run, 3, tenant=t))
     assert {r["reason_code"] for r in replies.values()} == {"proposal_rate_exceeded"}
     assert {r["retry_after_s"] for r in replies.values()} == {None}
     assert "smaller messages" in replies["x0"]["message"]
@@ -120,9 +121,9 @@ async def test_records_that_only_claim_a_tenant_spend_nothing_of_its_budget(
         forged = calls(forged_run, t, [f"f{n}" for n in range(6)])
         await send(endpoints.kafka_bootstrap, *forged, signed=False)
         await send(endpoints.kafka_bootstrap, *forged, signer=("mallory", t))
-        refusals = await answers(endpoints.kafka_bootstrap, forged_run, 12)
+        refusals = await answers(endpoints.kafka_bootstrap, forged_run, 12, tenant=t)
         await send(endpoints.kafka_bootstrap, *calls(run, t, ["v1", "v2", "v3"]))
-        served = by_call(await answers(endpoints.kafka_bootstrap, run, 3))
+        served = by_call(await answers(endpoints.kafka_bootstrap, run, 3, tenant=t))
     assert {e["payload"]["reason_code"] for e in refusals} == {
         "signature_missing", "signature_principal_mismatch"}
     assert {reply["outcome"] for reply in served.values()} == {"accepted"}

@@ -14,11 +14,15 @@ directly.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 
+from shared.contracts.tenants import TENANT_ID_PATTERN, is_tenant_id
+
 AGENT_PROPOSALS = "agent.proposals"
 AGENT_RESULTS = "agent.results"
+"""A family of topics, one per tenant: ``results_topic(tenant)``."""
 LEDGER_INTAKE = "ledger.intake"
 LEDGER_APPROVALS = "ledger.approvals"
 LEDGER_AUTHORIZATIONS = "ledger.authorizations"
@@ -55,6 +59,13 @@ class Topic:
     """Our consumer groups that read it (outside readers use groups of their own)."""
     public: bool
     """Part of the public contract: agents, people or downstream systems use it."""
+    per_tenant: bool = False
+    """A family of topics named ``<name>.<tenant>``, one per tenant (``results_topic``)."""
+
+    @property
+    def address(self) -> str:
+        """How documents name it: the family's topics as ``<name>.{tenant}``."""
+        return f"{self.name}.{{tenant}}" if self.per_tenant else self.name
 
     @property
     def kafka_writers(self) -> tuple[str, ...]:
@@ -66,8 +77,10 @@ class Topic:
 TOPICS = (
     Topic(AGENT_PROPOSALS, "proposals from agents (generic, OpenAI or Anthropic shapes)",
           "agent.proposals.schema.json", "run id", (AGENTS,), ("proposal-intake",), True),
-    Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome",
-          "agent.results.schema.json", "run id", ("proposal-intake", "projection"), (), True),
+    Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome; one topic "
+          "per tenant, only its agents read it",
+          "agent.results.schema.json", "run id", ("proposal-intake", "projection"), (), True,
+          per_tenant=True),
     Topic(LEDGER_INTAKE, "accepted intents and the intake's other answers",
           "ledger.intake.schema.json", "run id", ("proposal-intake",), ("policy", "projection"),
           False),
@@ -94,6 +107,28 @@ TOPICS = (
           "effects.requests.schema.json", "run id", ("dispatcher",), ("warehouse",), True),
 )
 BY_NAME = {topic.name: topic for topic in TOPICS}
+
+RESULTS_PARTITIONS = 4
+"""Partitions of each tenant's results topic. An agent reads only the partition its run id
+hashes to, so more partitions mean less of its tenant's traffic read by each agent; fewer mean
+less cost per tenant (a broker carries a few thousand partitions well: 4 per tenant leaves room
+for hundreds of tenants per broker). The relay creates the topic with this count on first use
+and ``intentledger tenants add`` ahead of it; both agree with the Strimzi examples."""
+
+
+def results_topic(tenant_id: str, family: str = AGENT_RESULTS) -> str:
+    """The topic that carries tenant ``tenant_id``'s answers: only its agents may read it.
+    ``family`` is the deployment's (or a test's) name of the family."""
+    if not is_tenant_id(tenant_id):
+        raise ValueError(f"{tenant_id!r} is not a tenant id (shared/contracts/tenants.py)")
+    return f"{family}.{tenant_id}"
+
+
+def results_topics(family: str = AGENT_RESULTS) -> re.Pattern[str]:
+    """Every tenant's results topic of ``family`` and nothing else, for operators' tools that
+    read them all (a subscription pattern; the tenant is the topic name's last part)."""
+    return re.compile(rf"^{re.escape(family)}\.({TENANT_ID_PATTERN})$")
+
 
 PRIORITY_SUFFIX = "-priority"
 
@@ -129,8 +164,10 @@ def readme_table() -> str:
     rows = ["| topic | carries | producer | consumer groups | schema | key |",
             "|---|---|---|---|---|---|"]
     for topic in TOPICS:
-        name = f"`{topic.name}`" + (" ⚑" if topic.public else "")
-        groups = ", ".join(f"`{group}`" for group in topic.groups) or "agents' own groups"
+        name = f"`{topic.address}`" + (" ⚑" if topic.public else "")
+        groups = ", ".join(f"`{group}`" for group in topic.groups) or (
+            "none: each agent reads its run's partition" if topic.per_tenant
+            else "agents' own groups")
         rows.append(f"| {name} | {topic.carries} | {', '.join(topic.producers)} | {groups} "
                     f"| [{topic.schema}](schemas/{topic.schema}) | {topic.key} |")
     return "\n".join(rows)

@@ -1,5 +1,7 @@
-"""The agent's side: reads ``agent.results`` from its end as the run starts and matches every
-answer to this run's proposals (accepted, refused, settled), timestamped on arrival."""
+"""The agent's side: reads the bench tenant's ``agent.results.bench`` from its end as the run
+starts and matches every answer to this run's proposals (accepted, refused, settled),
+timestamped on arrival. It reads every partition (the bench's runs are many); an agent of the
+SDK reads only its run's."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer
 
 from bench.e2e.backlog import Backlog
-from bench.e2e.names import RunNames, proposal_index
+from bench.e2e.names import TENANT, RunNames, proposal_index
 from bench.e2e.proposals import Proposals
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.contracts.results import TOOL_CALL_SETTLED
+from shared.messaging.admin import ensure_results_topics
 from shared.messaging.kafka_security import client_options
-from shared.topology import AGENT_RESULTS
+from shared.topology import results_topic
+
+RESULTS = results_topic(TENANT)
 
 
 class Answers:
@@ -31,9 +36,10 @@ class Answers:
                                         group_id=None, enable_auto_commit=False,
                                         max_poll_records=5000)
         await self.results.start()
-        partitions = await backlog.partitions(AGENT_RESULTS)
+        await ensure_results_topics(self.bootstrap, [RESULTS])  # as `intentledger tenants add`
+        partitions = await backlog.partitions(RESULTS)
         if not partitions:
-            raise RuntimeError(f"{AGENT_RESULTS} has no partitions: did the intake start?")
+            raise RuntimeError(f"{RESULTS} has no partitions")
         self.results.assign(partitions)
         await self.results.seek_to_end(*partitions)
         for partition in partitions:  # resolve the end now: no answer can slip past

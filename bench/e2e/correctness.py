@@ -18,7 +18,7 @@ from bench.e2e.pipeline import EXPECTED_DEBITS, OUTBOX_SCHEMAS, TERMINAL
 from bench.e2e.proposals import Proposals
 from bench.e2e.startup import OPENING_BALANCE_MINOR
 from intentledger.chaos.stack import Stack
-from shared.topology import AGENT_RESULTS
+from bench.e2e.answers import RESULTS
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _failures(ledger: Ledger, proposals: Proposals, send_errors: list[str],
     if intake["keys"] != intake["calls"]:
         failures.append(f"{intake['calls']} intents but {intake['keys']} operation keys")
     if unanswered:
-        failures.append(f"{unanswered} proposals without ProposalAccepted on {AGENT_RESULTS}")
+        failures.append(f"{unanswered} proposals without ProposalAccepted on {RESULTS}")
     if answers["rejected"] or answers["duplicate"]:
         failures.append(f"{answers['rejected']} rejected and {answers['duplicate']} "
                         "duplicate answers to proposals that were all new and valid")

@@ -1,6 +1,6 @@
 """What the runner measures, each fact from the record that owns it: business effects from the
 downstream's own rows (per operation key), attempts and states from the dispatcher, the event
-history and hashes from the projection, what the agent was told from ``agent.results``.
+history and hashes from the projection, what the agent was told from its tenant's ``agent.results.<tenant>``.
 
 Nothing here trusts a service's own summary of itself: "one debit" is a count of rows in
 ``wallet.debits`` for the key, not a success status.

@@ -3,6 +3,7 @@ redeliver what the scenario produced) and how far each consumer group is behind 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -20,13 +21,18 @@ class Positions:
 
     async def mark_start(self) -> None:
         """Remember the end of every partition of every topic now."""
+        self.start = await self.ends(await self.topics())
+
+    async def topics(self, pattern: re.Pattern[str] | None = None) -> list[str]:
+        """Every topic now (matching ``pattern``): a tenant's results topic may appear during
+        the scenario, and is then read from its beginning."""
         admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
         await admin.start()
         try:
             topics = await admin.list_topics()
         finally:
             await admin.close()
-        self.start = await self.ends(topics)
+        return sorted(topic for topic in topics if pattern is None or pattern.match(topic))
 
     async def ends(self, topics: Iterable[str]) -> Offsets:
         return (await self._bounds(topics))[1]
@@ -53,10 +59,10 @@ class Positions:
         finally:
             await consumer.stop()
 
-    async def since_start(self, topic: str) -> list[ConsumerRecord]:
-        """Every record ``topic`` received since ``mark_start``, in partition order."""
-        begin = {tp: offset for tp, offset in self.start.items() if tp.topic == topic}
-        end = await self.ends([topic])
+    async def since_start(self, *topics: str) -> list[ConsumerRecord]:
+        """Every record ``topics`` received since ``mark_start``, in partition order."""
+        begin = {tp: offset for tp, offset in self.start.items() if tp.topic in topics}
+        end = await self.ends(topics)
         wanted = {tp: (begin.get(tp, 0), stop) for tp, stop in end.items() if stop > begin.get(tp, 0)}
         if not wanted:
             return []
@@ -71,7 +77,8 @@ class Positions:
             while left:
                 batch = await consumer.getmany(*left, timeout_ms=2000)
                 if not batch:
-                    raise RuntimeError(f"{topic}: records below the end offset could not be read")
+                    raise RuntimeError(f"{', '.join(topics)}: records below the end offset "
+                                       "could not be read")
                 for tp, items in batch.items():
                     records.extend(r for r in items if r.offset < left[tp][1])
                     if items and items[-1].offset + 1 >= left[tp][1]:

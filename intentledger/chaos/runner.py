@@ -44,7 +44,7 @@ from shared.db.pool import open_pool
 from shared.errors import is_retryable
 from shared.infra import outages
 from shared.topology import CONSUMER_GROUPS
-from shared.topology import AGENT_RESULTS
+from shared.topology import results_topics
 
 SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "wallet", "warehouse")
 """The five services and both reference downstreams; a team's own downstream runs on its own."""
@@ -409,7 +409,8 @@ class Scenario:
     async def _settled(self) -> dict[str, dict[str, Any]]:
         """The latest ToolCallSettled the agent was sent per intent."""
         latest: dict[str, dict[str, Any]] = {}
-        for record in await self.positions.since_start(AGENT_RESULTS):
+        results = await self.positions.topics(results_topics())  # every tenant's
+        for record in await self.positions.since_start(*results):
             try:
                 envelope = json.loads(record.value or b"")
             except ValueError:

@@ -12,21 +12,24 @@ from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import RetryableError
 from shared.messaging.envelope import Envelope
+from shared.topology import results_topic
 from shared.tracing import continuing
 
 CRASH_POINT = "projection.after_apply_before_commit"
 
 
 class ProjectionHandler:
-    def __init__(self, results_topic: str) -> None:
-        self._results_topic = results_topic
+    def __init__(self, results_family: str) -> None:
+        self._results_family = results_family
 
     async def __call__(self, uow: UnitOfWork, deliveries: list[Delivery]) -> None:
         def announce(call: CallRow, cause: Envelope) -> None:
+            # Only the call's own tenant may read it: its topic, where the intake answered.
+            topic = results_topic(call.tenant_id, self._results_family)
             # The announcement continues the trace of the event that settled the call.
-            with continuing(cause.traceparent, f"{self._results_topic} announce",
+            with continuing(cause.traceparent, f"{topic} announce",
                             **{"messaging.message.id": str(cause.event_id)}):
-                uow.emit(self._results_topic, results.settled(call, cause))  # same transaction
+                uow.emit(topic, results.settled(call, cause))  # same transaction
 
         await project(uow.connection, SCHEMA, deliveries, announce)
         try:

@@ -34,9 +34,9 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
              LEDGER_DISPATCH: config.dispatch_topic, LEDGER_EFFECTS: config.effects_topic}
     service = ConsumerService(
         name="projection", schema=SCHEMA, routes=Router(ROUTES, names),
-        writes=(config.results_topic,), crash_point="projection.after_commit",
+        writes=(), crash_point="projection.after_commit",
         batch_size=config.batch_size, decoder=delivered, set_wise=True)
-    return await serve(service, settings, ProjectionHandler(config.results_topic),
+    return await serve(service, settings, ProjectionHandler(config.results_family),
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), shown=(config,),

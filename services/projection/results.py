@@ -1,4 +1,5 @@
-"""Telling the agent that a call it proposed has settled, on ``agent.results`` (⚑)."""
+"""Telling the agent that a call it proposed has settled, on its tenant's
+``agent.results.<tenant>`` (⚑)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ class ProjectionSettings(BaseSettings):
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
     dispatch_topic: str = LEDGER_DISPATCH
     effects_topic: str = LEDGER_EFFECTS
-    results_topic: str = AGENT_RESULTS
-    """Where settled calls are announced to agents (the intake answers on the same topic)."""
+    results_family: str = AGENT_RESULTS
+    """Where settled calls are announced to agents: on topic ``<results_family>.<tenant>`` of
+    the call's tenant, where the intake answered it."""
     batch_size: int = Field(default=500, ge=1)
     health_sample_s: float = Field(default=15.0, ge=0)
     """How often relay backlog and consumer lag are sampled for the console's health charts

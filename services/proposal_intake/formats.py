@@ -147,14 +147,22 @@ def _arguments(call: _Call, limits: Limits) -> dict[str, Any]:
 
 _CODE_BY_ERROR = {"extra_forbidden": ReasonCode.UNKNOWN_FIELD, "missing": ReasonCode.MISSING_FIELD}
 _PRECEDENCE = (ReasonCode.UNKNOWN_FORMAT, ReasonCode.UNKNOWN_FIELD, ReasonCode.MISSING_FIELD,
-               ReasonCode.INVALID_FIELD)
+               ReasonCode.INVALID_TENANT_ID, ReasonCode.INVALID_FIELD)
+
+
+def _code_of(detail) -> ReasonCode:
+    """Errors without a location are about the message as a whole: no format matched it. A
+    tenant id that names no legal results topic has a code of its own (tenants.py)."""
+    if not detail["loc"]:
+        return ReasonCode.UNKNOWN_FORMAT
+    if detail["loc"][-1] == "tenant_id" and detail["type"] != "missing":
+        return ReasonCode.INVALID_TENANT_ID
+    return _CODE_BY_ERROR.get(detail["type"], ReasonCode.INVALID_FIELD)
 
 
 def _rejection_of(error: ValidationError, call_ids: tuple[str, ...]) -> ProposalRejection:
-    """Errors without a location are about the message as a whole: no format matched it."""
     details = error.errors(include_url=False, include_input=False, include_context=False)
-    codes = {ReasonCode.UNKNOWN_FORMAT if not d["loc"] else
-             _CODE_BY_ERROR.get(d["type"], ReasonCode.INVALID_FIELD) for d in details}
+    codes = {_code_of(d) for d in details}
     code = next(c for c in _PRECEDENCE if c in codes)
     lines = [f"{_where(d['loc'])}: {d['msg']}" for d in details[:5]]
     more = f" (+{len(details) - 5} more)" if len(details) > 5 else ""

@@ -3,14 +3,24 @@
 Who sent a record is established first, from its signature (docs/identity.md): nothing in the
 value is trusted before the signature over its exact bytes verifies, and every call the record
 carries must then name the signer's principal and tenant. A record refused for its identity
-is answered on ``agent.results`` like any refused message (to the run id its body names,
-without the tenant or principal it claims) but never reaches ``ledger.intake``: a sender we
-could not identify writes nothing into anyone's run history.
+is answered like any refused message (to the run id its body names, without the tenant or
+principal it claims) but never reaches ``ledger.intake``: a sender we could not identify writes
+nothing into anyone's run history.
 
-Every proposed call gets exactly one answer on ``agent.results``: accepted (a new intent, durable
-before the answer), duplicate (same operation key, same canonical arguments: the intent that
-exists), or rejected with a stable reason code. A record too broken to answer (not UTF-8, not
-JSON, no readable run id) raises PermanentError, so the consumer template dead-letters it.
+Every proposed call gets exactly one answer on its tenant's results topic
+``agent.results.<tenant>``, which only that tenant's agents may read: accepted (a new intent,
+durable before the answer), duplicate (same operation key, same canonical arguments: the
+intent that exists), or rejected with a stable reason code.
+
+A message refused whole is answered on the topic of the tenant its body names, where the agent
+that wrote it reads (``reply_tenant``), even when the body lies about it: the answer carries only
+what the sender itself sent (its run id, its call ids, its claims) and why it was refused, so
+the tenant named learns nothing of anyone else, and the liar cannot read the answer unless it
+may read that tenant's topic anyway. A refused signature is answered with its reason code
+only: the verifier's detail names the key's principal, which may be another tenant's
+(it is logged for operators). A body naming no valid tenant id is answered on the topic of the
+tenant a verified signature names; with neither it is dead-lettered, as is a record too broken
+to answer (not UTF-8, not JSON, no readable run id): PermanentError.
 """
 
 from __future__ import annotations
@@ -24,13 +34,14 @@ from datetime import UTC, datetime, timedelta
 from aiokafka import ConsumerRecord
 
 from services.proposal_intake import repository
-from shared.contracts.proposals import ToolCallProposal, proposal_record_id
+from shared.contracts.proposals import ReasonCode, ToolCallProposal, proposal_record_id
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
-from services.proposal_intake.limits import LimitViolation, check, reply_address
+from services.proposal_intake.limits import LimitViolation, ReplyAddress, check, reply_address
 from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.settings import IntakeSettings, TenantLimits
 from shared.contracts.intake import IntakeReason
+from shared.contracts.tenants import is_tenant_id
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
 from shared.identity.principals import PrincipalsWatcher
@@ -79,26 +90,31 @@ class Intake:
         self._principals = principals
 
     async def take(self, uow: UnitOfWork, raw: RawProposal) -> None:
-        outcomes = Outcomes(uow, raw.event_id, results_topic=self._settings.results_topic,
+        outcomes = Outcomes(uow, raw.event_id, results_family=self._settings.results_family,
                             intake_topic=self._settings.intake_topic)
         try:
             signed = self._signer(raw)
         except SignatureRefused as refused:
-            _refuse_message(outcomes, _readable(raw.value, self._settings), refused.code,
-                            refused.message, (), identified=False)
+            log.info("intake: record %s refused %s: %s", raw.event_id, refused.code,
+                     refused.message)
+            _refuse_message(outcomes, None, _readable(raw.value, self._settings), refused.code,
+                            f"the record's signature was refused: {refused.code}", (),
+                            identified=False)
             return
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:
-            _refuse_message(outcomes, violation.document, violation.code, violation.message, ())
+            _refuse_message(outcomes, signed, violation.document, violation.code,
+                            violation.message, ())
             return
         try:
             proposals = to_proposals(document, self._settings.limits)
         except ProposalRejection as rejection:
-            _refuse_message(outcomes, document, rejection.code, rejection.message, rejection.call_ids)
+            _refuse_message(outcomes, signed, document, rejection.code, rejection.message,
+                            rejection.call_ids)
             return
         if (refusal := self._identity_refusal(signed, proposals)) is not None:
-            _refuse_message(outcomes, document, *refusal,
+            _refuse_message(outcomes, signed, document, *refusal,
                             tuple(proposal.provider_call_id for proposal in proposals),
                             identified=False)
             return
@@ -225,15 +241,28 @@ def _readable(value: bytes, settings: IntakeSettings):
         return violation.document
 
 
-def _refuse_message(outcomes: Outcomes, document, code: str, message: str,
-                    call_ids: tuple[str, ...], *, identified: bool = True) -> None:
+def _refuse_message(outcomes: Outcomes, signed: SignedBy | None, document, code: str,
+                    message: str, call_ids: tuple[str, ...], *, identified: bool = True) -> None:
     """A message is refused whole, so every call it carries is answered, not only the ones
     the reason names (a call left unanswered would leave its agent waiting for ever)."""
     address = reply_address(document) if document is not None else None
     if address is None:
         raise PermanentError(f"unanswerable proposal ({code}): {message}")
-    outcomes.rejected_message(address.run_id, address.call_ids or call_ids, code, message,
-                              identified=identified)
+    tenant = reply_tenant(signed, address)
+    if tenant is None:
+        raise PermanentError(f"unanswerable proposal ({code}): {message}; and no valid tenant "
+                             f"id to answer to ({ReasonCode.INVALID_TENANT_ID})")
+    outcomes.rejected_message(tenant, address.run_id, address.call_ids or call_ids, code,
+                              message, identified=identified)
+
+
+def reply_tenant(signed: SignedBy | None, address: ReplyAddress) -> str | None:
+    """Whose results topic a refused message is answered on: the tenant its body names (its
+    agent reads there), else the one a verified signature names; None, to dead-letter it,
+    when neither is a valid tenant id (it would name no topic)."""
+    if address.tenant_id is not None:
+        return address.tenant_id
+    return signed.tenant_id if signed is not None and is_tenant_id(signed.tenant_id) else None
 
 
 async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.contracts.proposals import ID_MAX_CHARS, ReasonCode
+from shared.contracts.tenants import is_tenant_id
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _SAFE_DIGITS = len(str(MAX_SAFE_INTEGER))
@@ -171,6 +172,8 @@ def _quote(text: str) -> str:
 class ReplyAddress:
     run_id: str
     call_ids: tuple[str, ...]
+    tenant_id: str | None = None
+    """The tenant the body claims, if it is a valid tenant id."""
 
 
 def reply_address(document: Any) -> ReplyAddress | None:
@@ -182,7 +185,9 @@ def reply_address(document: Any) -> ReplyAddress | None:
     run_id = _get(document, "run_id")
     if not _usable_id(run_id):
         return None
-    return ReplyAddress(run_id, tuple(dict.fromkeys(filter(_usable_id, _call_ids(document)))))
+    tenant_id = _get(document, "tenant_id")
+    return ReplyAddress(run_id, tuple(dict.fromkeys(filter(_usable_id, _call_ids(document)))),
+                        tenant_id if is_tenant_id(tenant_id) else None)
 
 
 def _call_ids(document: dict[str, Any]) -> list[Any]:

@@ -43,7 +43,7 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
         name="proposal-intake", schema=SCHEMA,
         routes=Router(ROUTES, {AGENT_PROPOSALS: intake_settings.proposals_topic},
                       Intake(registry, intake_settings, principals)),
-        writes=(intake_settings.results_topic, intake_settings.intake_topic),
+        writes=(intake_settings.intake_topic,),
         crash_point="intake.after_commit", batch_size=intake_settings.batch_size,
         decoder=decode_raw)
 

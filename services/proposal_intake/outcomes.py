@@ -1,6 +1,6 @@
-"""Writing outcomes: one event on ``agent.results`` for the agent and one on ``ledger.intake``
-for the rest of the ledger (the topics the deployment configures), both through the outbox of
-the consumer's transaction."""
+"""Writing outcomes: one event on the tenant's ``agent.results.<tenant>`` for the agent and one
+on ``ledger.intake`` for the rest of the ledger (the topics the deployment configures), both
+through the outbox of the consumer's transaction."""
 
 from __future__ import annotations
 
@@ -12,31 +12,32 @@ from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROP
                                      ProposalOutcome, Intent)
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
-from shared.topology import AGENT_RESULTS, LEDGER_INTAKE
+from shared.topology import AGENT_RESULTS, LEDGER_INTAKE, results_topic
 
 PRODUCER = "proposal-intake"
 
 
 class Outcomes:
     def __init__(self, uow: UnitOfWork, proposal_id: uuid.UUID, *,
-                 results_topic: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE) -> None:
+                 results_family: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE) -> None:
         self._uow = uow
         self._proposal_id = proposal_id
-        self._results_topic = results_topic
+        self._results_family = results_family
         self._intake_topic = intake_topic
 
     def accepted(self, proposal: ToolCallProposal, intent: Intent) -> None:
         outcome = self._about(proposal, "accepted", logical_call_id=intent.logical_call_id,
                          operation_key=intent.operation_key, tool_name=intent.tool_name,
                          tool_version=intent.tool_version, arguments_hash=intent.arguments_hash)
-        self._emit(PROPOSAL_ACCEPTED, proposal.run_id, outcome.model_dump(mode="json"),
+        self._emit(PROPOSAL_ACCEPTED, proposal.tenant_id, proposal.run_id,
+                   outcome.model_dump(mode="json"),
                    intent.model_dump(mode="json"))
 
     def duplicate(self, proposal: ToolCallProposal, named: Named, existing) -> None:
         outcome = self._about(proposal, "duplicate", logical_call_id=existing["logical_call_id"],
                          state=existing["state"], **_named(named))
         payload = outcome.model_dump(mode="json")
-        self._emit(DUPLICATE_PROPOSAL, proposal.run_id, payload, payload)
+        self._emit(DUPLICATE_PROPOSAL, proposal.tenant_id, proposal.run_id, payload, payload)
 
     def rejected(self, proposal: ToolCallProposal, code: str, message: str,
                  named: Named | None = None) -> None:
@@ -45,19 +46,21 @@ class Outcomes:
         outcome = self._about(proposal, "rejected", reason_code=str(code), message=message,
                          **named_fields)
         payload = outcome.model_dump(mode="json")
-        self._emit(PROPOSAL_REJECTED, proposal.run_id, payload, payload)
+        self._emit(PROPOSAL_REJECTED, proposal.tenant_id, proposal.run_id, payload, payload)
 
-    def rejected_message(self, run_id: str, call_ids: tuple[str, ...] | list[str], code: str,
-                         message: str, *, identified: bool = True) -> None:
-        """A whole message refused before its calls could be read: one answer per call id.
-        A sender that could not be ``identified`` is answered (its agent learns why, by the
-        record's ``proposal_id``) but writes nothing into the ledger: whoever it is, it puts no
-        event into the history of the run its body names."""
+    def rejected_message(self, tenant_id: str, run_id: str, call_ids: tuple[str, ...] | list[str],
+                         code: str, message: str, *, identified: bool = True) -> None:
+        """A whole message refused before its calls could be read: one answer per call id, on
+        ``tenant_id``'s results topic (which tenant that is: ``handlers.py``). A sender that
+        could not be ``identified`` is answered (its agent learns why, by the record's
+        ``proposal_id``) but writes nothing into the ledger: whoever it is, it puts no event
+        into the history of the run its body names."""
         for call_id in list(call_ids) or [None]:
             payload = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
                                       proposal_id=self._proposal_id, reason_code=str(code),
                                       message=message).model_dump(mode="json")
-            self._emit(PROPOSAL_REJECTED, run_id, payload, payload if identified else None)
+            self._emit(PROPOSAL_REJECTED, tenant_id, run_id, payload,
+                       payload if identified else None)
 
     def _about(self, proposal: ToolCallProposal, outcome: str, **fields) -> ProposalOutcome:
         return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
@@ -65,8 +68,9 @@ class Outcomes:
                                provider=proposal.provider, tenant_id=proposal.tenant_id,
                                principal_id=proposal.principal_id, **fields)
 
-    def _emit(self, event_type: str, run_id: str, for_agent: dict, for_ledger: dict | None) -> None:
-        self._uow.emit(self._results_topic, Envelope.new(
+    def _emit(self, event_type: str, tenant_id: str, run_id: str, for_agent: dict,
+              for_ledger: dict | None) -> None:
+        self._uow.emit(results_topic(tenant_id, self._results_family), Envelope.new(
             event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_agent))
         if for_ledger is not None:
             self._uow.emit(self._intake_topic, Envelope.new(

@@ -55,7 +55,8 @@ class IntakeSettings(BaseSettings):
     limits: Limits = Limits()
     batch_size: int = Field(default=200, ge=1)
     proposals_topic: str = AGENT_PROPOSALS
-    results_topic: str = AGENT_RESULTS
-    """Where agents read their answers (one per proposed call)."""
+    results_family: str = AGENT_RESULTS
+    """Where agents read their answers (one per proposed call): tenant T's on topic
+    ``<results_family>.T`` (``shared.topology.results_topic``)."""
     intake_topic: str = LEDGER_INTAKE
     """Where the ledger's intake events go: the policy's ``intake_topic``."""

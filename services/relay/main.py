@@ -14,6 +14,7 @@ from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
 from services.relay.settings import RelaySettings
+from services.relay.topics import TopicCreator
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
 from shared.db.wakeup import Wakeup
@@ -60,7 +61,9 @@ async def _relay(endpoints: Endpoints, relay_settings: RelaySettings, stopping: 
         with attempt:
             await producers.start()
     health.ready_when("kafka", lambda: producers.current.client.fetch_all_metadata())
-    relay = Relay(pool, producers, relay_settings, metrics)
+    relay = Relay(pool, producers, relay_settings, metrics, TopicCreator(
+        endpoints.kafka_bootstrap, relay_settings.creates_topics_prefix,
+        relay_settings.created_topic_replicas))
 
     def notified(schema: str) -> None:
         if not relay.notified(schema) and relay_settings.schemas is None:

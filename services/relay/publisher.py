@@ -13,14 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import DefaultPartitioner
 
 from services.relay.records import KafkaRecord
 from shared.errors import PRODUCER_SESSION_ERRORS, is_retryable
 from shared.messaging.kafka_security import client_options
+from shared.messaging.partitioning import partition_for
 
 log = logging.getLogger(__name__)
-_PARTITIONER = DefaultPartitioner()
 MAX_BATCH_BYTES = 1_000_000
 """Under the broker's default ``message.max.bytes`` (1 MiB + 12), which bounds a whole batch."""
 
@@ -103,8 +102,7 @@ async def publish(producer: AIOKafkaProducer, records: list[KafkaRecord]) -> Bat
         for record in records:
             if record.topic not in partitions_of:
                 partitions_of[record.topic] = sorted(await producer.partitions_for(record.topic))
-            partitions = partitions_of[record.topic]
-            partition = _PARTITIONER(record.key, partitions, partitions)
+            partition = partition_for(record.key, partitions_of[record.topic])
             by_partition.setdefault((record.topic, partition), []).append(record)
     except Exception as error:  # noqa: BLE001 - classified, nothing swallowed
         _record_failure(outcome, [r.position for r in records], error)

@@ -19,6 +19,7 @@ from services.relay.metrics import RelayMetrics
 from services.relay.publisher import ProducerHandle, publish
 from services.relay.records import KafkaRecord, Unpublishable, to_record
 from services.relay.settings import RelaySettings
+from services.relay.topics import TopicCreator
 from shared import faults
 from shared.errors import is_retryable
 from shared.messaging.outbox import outbox_schemas
@@ -31,8 +32,10 @@ BATCHES_PER_TURN = 20
 
 class Relay:
     def __init__(self, pool: asyncpg.Pool, producers: ProducerHandle,
-                 settings: RelaySettings, metrics: RelayMetrics | None = None) -> None:
+                 settings: RelaySettings, metrics: RelayMetrics | None = None,
+                 topics: TopicCreator | None = None) -> None:
         self._pool = pool
+        self._topics = topics
         self._producers = producers
         self._settings = settings
         self.metrics = metrics or RelayMetrics()
@@ -130,7 +133,7 @@ class Relay:
             producer = self._producers.current
             # Bounded: during a broker outage the producer would wait for ever, holding this
             # transaction (row locks, the shard locks) and blocking shutdown.
-            outcome = await asyncio.wait_for(publish(producer, records),
+            outcome = await asyncio.wait_for(self._publish(producer, records),
                                              self._settings.publish_timeout_s)
             await faults.hit("relay.after_publish_before_mark")
             rejected.update(outcome.permanent)
@@ -144,6 +147,11 @@ class Relay:
             await self._producers.replace_if_broken(producer, outcome.transient)
             raise outcome.transient  # what was published is committed; the rest waits
         return len(rows)
+
+    async def _publish(self, producer, records: list[KafkaRecord]):
+        if self._topics is not None:
+            await self._topics.ensure(record.topic for record in records)  # a new tenant's
+        return await publish(producer, records)
 
     async def refresh_backlog(self) -> None:
         async with self._pool.acquire() as conn:

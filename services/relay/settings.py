@@ -8,6 +8,8 @@ import socket
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.topology import AGENT_RESULTS
+
 
 class RelaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="INTENTLEDGER_RELAY_", extra="ignore")
@@ -27,6 +29,11 @@ class RelaySettings(BaseSettings):
     The producer keeps its queued batches, so order holds; they may arrive twice."""
     shutdown_grace_s: float = Field(default=15.0, gt=0)
     """On SIGTERM, workers get this long to finish a batch before they are cancelled."""
+    creates_topics_prefix: str = f"{AGENT_RESULTS}."
+    """A missing topic under this prefix is created on first use (a new tenant's results
+    topic, ``services/relay/topics.py``); a missing topic elsewhere is an error."""
+    created_topic_replicas: int = Field(default=1, ge=1)
+    """Replicas of the topics it creates: 3 in a production cluster (k8s sets it)."""
     retention_hours: float = 72.0
     retention_interval_s: float = 300.0
     worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")

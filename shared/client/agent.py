@@ -1,14 +1,20 @@
-"""Submitting proposals and waiting for their outcomes on ``agent.results``.
+"""Submitting proposals and waiting for their outcomes on the tenant's ``agent.results.<tenant>``.
 
 Every record is signed (docs/identity.md): with the key given, else the one the environment
 names (``INTENTLEDGER_SIGNING_KEY``, a private JWK's JSON, or ``INTENTLEDGER_SIGNING_KEY_FILE``).
 Without a key records go unsigned, and the intake refuses them ``signature_missing`` unless the
 deployment accepts unsigned proposals for their tenant (local development only).
 
-The results consumer is positioned at the end of every partition *before* the proposal is
-sent, so no answer can slip past between sending and listening. An outcome that has not
-arrived by the timeout is reported as ``pending``, never guessed: the intake may still answer,
-and a proposal re-sent under the same operation key will be answered as a duplicate.
+The client reads only its tenant's results topic, and of it only the partition its run id
+goes to (the relay keys every answer by run id and places it with Kafka's default partitioner,
+as ``partition_for`` does here), assigned directly: no consumer group, so an agent's Kafka user
+needs nothing but Read on its tenant's topic. It is positioned at the end of that partition
+*before* the proposal is sent, so no answer can slip past between sending and listening. A
+tenant's topic is created when its first answer is written: if it does not exist yet, the
+client sends anyway, waits for it to appear and reads it from the beginning (everything in a
+topic created after it looked was written after it looked). An outcome that has not arrived by
+the timeout is reported as ``pending``, never guessed: the intake may still answer, and a
+proposal re-sent under the same operation key will be answered as a duplicate.
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from shared.contracts.proposals import proposal_record_id
 from shared.identity.signatures import (HEADER, PROPOSAL, SigningKey, load_signing_key, sign,
                                         signing_key_from_env)
 from shared.messaging.envelope import payload_of
 from shared.messaging.kafka_security import client_options
-from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS
+from shared.messaging.partitioning import partition_for
+from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, results_topic
 from shared.tracing import current_traceparent
 
 
@@ -45,9 +53,11 @@ class Outcome:
 
 class ProposalClient:
     def __init__(self, bootstrap: str, *, run_id: str, principal_id: str, tenant_id: str,
-                 signing_key: SigningKey | str | Path | None = None) -> None:
+                 signing_key: SigningKey | str | Path | None = None,
+                 results_family: str = AGENT_RESULTS) -> None:
         self._bootstrap = bootstrap
         self._who = {"run_id": run_id, "principal_id": principal_id, "tenant_id": tenant_id}
+        self._topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
         self._one_at_a_time = asyncio.Lock()
         self._key = (load_signing_key(signing_key) if isinstance(signing_key, str | Path)
                      else signing_key or signing_key_from_env())
@@ -55,16 +65,24 @@ class ProposalClient:
     async def __aenter__(self) -> ProposalClient:
         self._producer = AIOKafkaProducer(**client_options(self._bootstrap), acks="all",
                                           enable_idempotence=True)
-        self._results = AIOKafkaConsumer(AGENT_RESULTS, **client_options(self._bootstrap),
-                                         group_id=None, enable_auto_commit=False)
+        self._results = AIOKafkaConsumer(**client_options(self._bootstrap), group_id=None,
+                                         enable_auto_commit=False)
+        self._admin = AIOKafkaAdminClient(**client_options(self._bootstrap))
         await self._producer.start()
         await self._results.start()
-        await self._at_end_of_results()
+        await self._admin.start()
+        await self._listen(at_end=True)
         return self
 
     async def __aexit__(self, *_: object) -> None:
+        await self._admin.close()
         await self._results.stop()
         await self._producer.stop()
+
+    @property
+    def partition(self) -> TopicPartition | None:
+        """The one partition it reads; None until its tenant's topic exists."""
+        return next(iter(self._results.assignment()), None)
 
     async def propose(self, tool: str, arguments: dict[str, Any], *, call_id: str,
                       tool_version: str | None = None, operation_key: str | None = None,
@@ -141,6 +159,9 @@ class ProposalClient:
                               deadline: float) -> dict[str, Outcome]:
         found: dict[str, Outcome] = {}
         while call_ids - set(found) and (left := deadline - time.monotonic()) > 0:
+            if self.partition is None and not await self._listen(at_end=False):
+                await asyncio.sleep(min(left, 0.2))  # the topic is not there yet
+                continue
             batch = await self._results.getmany(timeout_ms=int(min(left, 0.5) * 1000))
             for record in (r for records in batch.values() for r in records):
                 payload = payload_of(record.value)
@@ -148,16 +169,29 @@ class ProposalClient:
                     found[payload["call_id"]] = Outcome(payload["call_id"], payload["outcome"], payload)
         return found
 
-    async def _at_end_of_results(self) -> None:
-        """Resolve every partition's end offset now, so later answers are all read."""
-        deadline = time.monotonic() + 15
-        while not self._results.assignment():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no partitions of {AGENT_RESULTS}: is the intake deployed?")
-            await asyncio.sleep(0.05)
-        await self._results.seek_to_end()
-        for partition in self._results.assignment():
-            await self._results.position(partition)
+    async def _listen(self, *, at_end: bool) -> bool:
+        """Assign the run's partition of the tenant's topic, if the topic exists, positioned
+        at its end (resolved now, so later answers are all read) or, for a topic that did not
+        exist when the client first looked, at its beginning. False while it does not exist.
+
+        Existence is asked of the metadata of every topic the client may see: asking for the
+        topic by name would let a broker that auto-creates topics create it, with its own
+        partition count, instead of the relay with the family's."""
+        described = await self._admin.describe_topics()
+        partitions = next((topic["partitions"] for topic in described
+                           if topic["topic"] == self._topic and topic["error_code"] == 0), None)
+        if not partitions:
+            return False
+        key = self._who["run_id"].encode()
+        partition = TopicPartition(self._topic,
+                                   partition_for(key, [p["partition"] for p in partitions]))
+        self._results.assign([partition])
+        if at_end:
+            await self._results.seek_to_end(partition)
+        else:
+            await self._results.seek_to_beginning(partition)
+        await self._results.position(partition)
+        return True
 
 
 def _with(message: dict[str, Any], **optional: Any) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import (AwareDatetime, BaseModel, ConfigDict, Discriminator, Field, StrictInt,
                       StringConstraints, Tag, TypeAdapter, field_validator, model_validator)
 
+from shared.contracts.tenants import TenantId
+
 ID_MAX_CHARS = 200
 UNPRINTABLE = (r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
                r"\u2060-\u206f\ufeff\ufff9-\ufffb")
@@ -54,6 +56,7 @@ class ReasonCode(StrEnum):
     UNKNOWN_FIELD = "unknown_field"
     MISSING_FIELD = "missing_field"
     INVALID_FIELD = "invalid_field"
+    INVALID_TENANT_ID = "invalid_tenant_id"
     NO_TOOL_CALLS = "no_tool_calls"
     TOO_MANY_CALLS = "too_many_calls"
     DUPLICATE_CALL_ID = "duplicate_call_id"
@@ -88,7 +91,7 @@ class Budget(_Ours):
 class _Envelope(_Ours):
     run_id: Id
     principal_id: Id
-    tenant_id: Id
+    tenant_id: TenantId
     operation_key: Id | None = Field(default=None, description="Caller-stated, single-call messages.")
     operation_keys: dict[Id, Id] | None = Field(default=None, description="Provider call id → key.")
     deadline_at: AwareDatetime | None = None
@@ -226,7 +229,7 @@ class ToolCallProposal(_Ours):
 
     run_id: Id
     principal_id: Id
-    tenant_id: Id
+    tenant_id: TenantId
     provider: Format
     provider_call_id: Id
     tool_name: ToolName

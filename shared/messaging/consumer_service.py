@@ -56,8 +56,8 @@ class ConsumerService:
     """Its routing table: the topics it applies (one inbox for all of them) and the event
     types each may carry; others are dead-lettered."""
     writes: tuple[str, ...]
-    """The topics its outbox names; they and the consumed ones are created at start when
-    missing."""
+    """The fixed topics its outbox names; they and the consumed ones are created at start when
+    missing (a tenant's results topic is created by the relay when it is first written)."""
     crash_point: str
     batch_size: int = 500
     decoder: Decoder = decode_envelope

@@ -83,6 +83,10 @@ _REASON_CODE = {
                      "carry extra fields)",
     "missing_field": "a required field is absent",
     "invalid_field": "a field has the wrong type or an invalid value",
+    "invalid_tenant_id": "the tenant id is not 1-63 lowercase letters, digits and '-' (not "
+                         "starting or ending with '-'): it must name the tenant's results "
+                         "topic agent.results.<tenant>; answered on the signer's tenant's "
+                         "topic, or dead-lettered when there is none",
     "no_tool_calls": "the message carries no tool call",
     "too_many_calls": "the message carries more tool calls than one message may (the intake's "
                       "limits.max_calls): send the rest in another",

@@ -139,13 +139,15 @@ async def test_hostile_inputs_are_each_refused_or_dead_lettered_and_the_intake_s
         "deep": generic(run, "c-deep", arguments=nested),
         "huge-int": json.dumps(generic(run, "c-int")).replace('"amount": "40.00"',
                                                               '"amount": ' + "9" * 400).encode(),
-        "duplicate-key": json.dumps(generic(run, "c-dup")).replace(
-            '"tenant_id": "acme"', '"tenant_id": "acme", "tenant_id": "globex"').encode(),
         "wrong-type": generic(run, "c-type", arguments={"wallet_id": 7, "amount": "1", "currency": "EUR"}),
         "unknown-field": generic(run, "c-field", surprise=True),
         "not-json": b"{not json",
     }
+    # Its tenant is ambiguous, so it is answered on the topic of the tenant it is signed for.
+    duplicate_key = json.dumps(generic(run, "c-dup")).replace(
+        '"tenant_id": "acme"', '"tenant_id": "globex", "tenant_id": "acme"').encode()
     async with running_intake(endpoints) as intake:
+        await send(endpoints.kafka_bootstrap, duplicate_key, signer=("user-42", "acme"))
         await send(endpoints.kafka_bootstrap, *hostile.values(), generic(run, "c-ok", operation_key="ok"))
         replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 6, timeout=60))
         assert replies.get("c-ok", {}).get("outcome") == "accepted", replies
@@ -183,9 +185,11 @@ async def test_the_published_examples_are_accepted_then_answered_as_duplicates(e
     calls = {m["run_id"]: len(to_proposals(m)) for m in messages}
     async with running_intake(endpoints):
         await send(endpoints.kafka_bootstrap, *messages)
-        first = {run: await answers(endpoints.kafka_bootstrap, run, n) for run, n in calls.items()}
+        first = {run: await answers(endpoints.kafka_bootstrap, run, n, tenant=tenant)
+                 for run, n in calls.items()}
         await send(endpoints.kafka_bootstrap, *messages)
-        both = {run: await answers(endpoints.kafka_bootstrap, run, 2 * n) for run, n in calls.items()}
+        both = {run: await answers(endpoints.kafka_bootstrap, run, 2 * n, tenant=tenant)
+                for run, n in calls.items()}
     assert sum(calls.values()) == 7
     assert [e["payload"]["outcome"] for run in calls for e in first[run]] == ["accepted"] * 7
     again = [e["payload"]["outcome"] for run, n in calls.items() for e in both[run][n:]]
@@ -218,7 +222,10 @@ async def test_a_refused_first_call_does_not_create_or_claim_the_run(pool, endpo
                    generic(run, "c-late", operation_key="k1", deadline_at="2020-01-01T00:00:00Z"),
                    generic(run, "c-ok", operation_key="k3"),
                    generic(run, "c-other-principal", operation_key="k4", principal_id="mallory"))
-        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 4))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 3))
+        [intruder] = await answers(endpoints.kafka_bootstrap, run, 1, tenant="globex")
+    assert "c-intruder" not in replies  # globex's answer is on globex's topic, not acme's
+    replies["c-intruder"] = intruder["payload"]
     assert {call: r["reason_code"] for call, r in replies.items()} == {
         "c-intruder": "run_deadline_passed", "c-late": "run_deadline_passed", "c-ok": None,
         "c-other-principal": "run_principal_mismatch"}
@@ -261,7 +268,7 @@ async def test_a_tenants_defaults_bound_runs_that_state_no_limits(pool, endpoint
     async with running_intake(endpoints):
         await send(endpoints.kafka_bootstrap, generic(run, "c1", operation_key="k1", tenant=tenant),
                    generic(run, "c2", operation_key="k2", tenant=tenant))
-        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 2, tenant=tenant))
     assert (replies["c1"]["outcome"], replies["c2"]["reason_code"]) == ("accepted",
                                                                         "run_call_budget_exhausted")
     row = await pool.fetchrow(f"SELECT max_calls, deadline_at - created_at AS span FROM {SCHEMA}.runs "
@@ -282,7 +289,7 @@ async def test_a_budget_stated_above_the_tenants_limits_gets_the_limits(pool, en
         await send(endpoints.kafka_bootstrap, generic(run, "c1", operation_key="k1", tenant=tenant,
                                                       budget=greedy,
                                                       deadline_at="9999-01-01T00:00:00Z"))
-        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 1))
+        replies = _outcomes(await answers(endpoints.kafka_bootstrap, run, 1, tenant=tenant))
     assert replies["c1"]["outcome"] == "accepted"
     row = await pool.fetchrow(f"SELECT max_calls, max_attempts, cost_limit_minor, currency,"
                               f" deadline_at - created_at AS span FROM {SCHEMA}.runs"

@@ -23,7 +23,7 @@ REGISTRY = Path(__file__).parents[2] / "config" / "tools.example.yaml"
 
 async def _answer_types(pool, run_id: str) -> list[str]:
     rows = await pool.fetch(f"SELECT envelope->>'event_type' AS t FROM {SCHEMA}.outbox "
-                            "WHERE partition_key = $1 AND topic = 'agent.results'", run_id)
+                            "WHERE partition_key = $1 AND topic = 'agent.results.acme'", run_id)
     return [row["t"] for row in rows]
 
 
@@ -65,5 +65,5 @@ async def test_the_loser_of_a_key_race_is_answered_as_duplicate_or_conflict(pool
                                [first_run, second_run]) == 1
     reason = await pool.fetchval(
         f"SELECT envelope->'payload'->>'reason_code' FROM {SCHEMA}.outbox "
-        "WHERE partition_key = $1 AND topic = 'agent.results'", second_run)
+        "WHERE partition_key = $1 AND topic = 'agent.results.acme'", second_run)
     assert reason == (None if same_arguments else "operation_key_conflict")

@@ -92,7 +92,7 @@ async def test_an_agents_debit_is_authorized_applied_once_and_audited(stage, poo
     async with pipeline(stage):
         await propose(stage, debit(run_id, principal, wallet_id, "40.00", call_id="call-1",
                                    key="order-7"))
-        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=1)
+        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(), until=1)
         accepted = json.loads(record.value)
         call = uuid.UUID(accepted["payload"]["logical_call_id"])
         assert await settled(pool, call) == "SUCCEEDED"
@@ -130,7 +130,7 @@ async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
     async with pipeline(stage):
         await propose(stage, debit(run_id, fresh_principal(), wallet_id, "10.00", call_id="call-t",
                                    key="order-t"), traceparent=f"00-{trace_id}-{'ab' * 8}-01")
-        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=1)
+        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(), until=1)
         call = uuid.UUID(json.loads(record.value)["payload"]["logical_call_id"])
         assert await settled(pool, call) == "SUCCEEDED"
     traced = {}

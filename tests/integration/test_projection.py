@@ -76,7 +76,7 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
     assert stored == projected.hashes()
     for story, name in zip(stories, STORIES, strict=False):
         assert projected.runs[story.run_id].status == expected_status([name]), name
-    assert_announced_once(await announcements(pool, topics.results, run_ids), projected)
+    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
 
 
 async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
@@ -99,7 +99,7 @@ async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
     assert (call.state, call.attempts, call.fence, call.receipt_id) == ("SUCCEEDED", 2, 2, "r-9")
     assert call.unknown_since is not None  # the evidence that it once was unknown stays
     assert await run_status(pool, story.run_id) == "completed"
-    told = await announcements(pool, topics.results, [story.run_id])
+    told = await announcements(pool, topics.results_topic(), [story.run_id])
     assert sorted(p["status"] for p in told) == ["SUCCEEDED", "SUCCEEDED"]
 
 
@@ -125,7 +125,7 @@ async def test_a_crash_after_apply_before_commit_then_a_restart_gives_the_clean_
     reference = await clean(pool, topics.deliveries(every), run_ids)
     assert first_difference(projected, reference) is None
     assert projected.hashes() == reference.hashes()
-    assert_announced_once(await announcements(pool, topics.results, run_ids), projected)
+    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
 
 
 async def test_a_commit_lost_at_the_crash_point_applies_the_batch_again_and_once(
@@ -145,7 +145,7 @@ async def test_a_commit_lost_at_the_crash_point_applies_the_batch_again_and_once
     assert (run.totals.applied, run.totals.dead_lettered) == (len(every), [])
     projected = await live(pool, run_ids)
     assert first_difference(projected, await clean(pool, topics.deliveries(every), run_ids)) is None
-    assert_announced_once(await announcements(pool, topics.results, run_ids), projected)
+    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
 
 
 async def test_two_replicas_sharing_one_runs_topics_agree_with_a_clean_run(pool, endpoints):
@@ -154,7 +154,7 @@ async def test_two_replicas_sharing_one_runs_topics_agree_with_a_clean_run(pool,
     await migrate_service(pool, "projection")
     topics = LedgerTopics()
     for topic, partitions in ((topics.intake, 4), (topics.authorizations, 3),
-                              (topics.dispatch, 2), (topics.effects, 4), (topics.results, 4)):
+                              (topics.dispatch, 2), (topics.effects, 4)):
         await create_topic(endpoints.kafka_bootstrap, topic, partitions=partitions)
     stories = [story for story, _ in mixed_runs(200, seed=29)]
     run_ids = [story.run_id for story in stories]

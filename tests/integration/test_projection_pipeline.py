@@ -18,7 +18,8 @@ from services.projection.replay import replay
 from shared import faults
 from tests.support.identities import fresh_principal
 from tests.support.dispatch import attempts, call_row, settled
-from tests.support.kafka import read_topic
+from shared.topology import results_topics
+from tests.support.kafka import read_topic, topics_matching
 from tests.support.pipeline import answer, debit, names, propose
 from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
 from tests.support.wallet import new_wallet
@@ -47,7 +48,8 @@ async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wall
         effect = await projected(pool, "events", "logical_call_id", call_id,
                                  where=" AND event_type = 'EffectCommitted'")
         run = await projected(pool, "runs", "run_id", run_id, where=" AND status = 'completed'")
-        records = await read_topic(stage.endpoints.kafka_bootstrap, stage.results, until=2)
+        records = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(), until=2)
+        family = await topics_matching(stage.endpoints.kafka_bootstrap, results_topics(stage.results))
     dispatcher = await call_row(pool, call_id)
     [attempt] = await attempts(pool, call_id)
     same = ("state", "version", "attempts", "receipt_id", "policy_version", "fence",
@@ -62,6 +64,7 @@ async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wall
         "worker_id": attempt["worker_id"], "fence": attempt["fence"], "attempt": 1,
         "receipt_id": dispatcher["receipt_id"]}
     assert (run["calls"], run["principal_id"], run["stop_reason"]) == (1, principal, None)
+    assert family == [stage.results_topic()]  # the settled result is on acme's topic alone
     told = [json.loads(r.value) for r in records]
     [settled_event] = [e for e in told if e["event_type"] == "ToolCallSettled"]
     assert {k: settled_event["payload"][k] for k in ("call_id", "status", "receipt_id")} == {

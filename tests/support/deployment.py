@@ -172,14 +172,14 @@ def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     dispatcher, projection = defaults(DispatcherSettings), defaults(ProjectionSettings)
     wallet, warehouse = defaults(WalletSettings), defaults(WarehouseSettings)
     table = {
-        "proposal-intake": ({intake.proposals_topic}, {intake.results_topic, intake.intake_topic}),
+        "proposal-intake": ({intake.proposals_topic}, {intake.results_family, intake.intake_topic}),
         "policy": ({policy.intake_topic, policy.approvals_topic, policy.compensations_topic},
                    {policy.authorizations_topic}),
         "dispatcher": ({dispatcher.authorizations_topic, dispatcher.reply_topic,
                         dispatcher.resolutions_topic},
                        {dispatcher.dispatch_topic, dispatcher.effects_topic,
                         dispatcher.compensations_topic, *example_tool_topics()}),
-        "projection": (set(projection.ledger_topics), {projection.results_topic}),
+        "projection": (set(projection.ledger_topics), {projection.results_family}),
         "wallet": ({wallet.request_topic}, {wallet.reply_topic}),
         "warehouse": ({warehouse.request_topic}, {warehouse.reply_topic}),
     }

@@ -32,6 +32,7 @@ from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
 from shared.tools.jcs import jcs
+from shared.topology import results_topic
 from tests.conftest import ROOT
 from tests.support import identities
 from tests.support.kafka import create_topic, unique_topic, wait_for
@@ -60,6 +61,11 @@ class Stage:
     intake: str = field(default_factory=lambda: unique_topic("ledger.intake"))
     approvals: str = field(default_factory=lambda: unique_topic("ledger.approvals"))
     compensations: str = field(default_factory=lambda: unique_topic("ledger.compensations"))
+
+    def results_topic(self, tenant: str = "acme") -> str:
+        """Where this tenant's answers go (``results`` names the family: each tenant has its
+        own topic, which the relay creates on first use)."""
+        return results_topic(tenant, self.results)
 
     @property
     def tools_file(self) -> Path:
@@ -99,7 +105,7 @@ class Stage:
         """The intake in front of this stage's policy: proposals in, results and intents out."""
         return IntakeSettings(**{
             "tools_file": self.tools_file, "proposals_topic": self.proposals,
-            "results_topic": self.results, "intake_topic": self.intake, **overrides})
+            "results_family": self.results, "intake_topic": self.intake, **overrides})
 
     def policy_settings(self, **overrides) -> PolicySettings:
         """The policy between this stage's intake and dispatcher, reading the same files."""
@@ -124,7 +130,7 @@ class Stage:
         topics = [self.authorizations, self.receipts, self.resolutions, self.dispatch, self.effects,
                   self.compensations, self.wallet_topic, self.warehouse_topic]
         if pipeline:
-            topics += [self.proposals, self.results, self.approvals]
+            topics += [self.proposals, self.approvals]  # tenants' results: by the relay
         topics.append(self.intake)  # what a policy of the stage decides (``accepted``)
         for topic in topics:
             await create_topic(self.endpoints.kafka_bootstrap, topic)

@@ -1,5 +1,5 @@
 """Driving the proposal intake as an agent would: raw JSON on agent.proposals, answers read
-back from agent.results (the relay publishes them)."""
+back from the tenant's agent.results.<tenant> (the relay publishes them)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from services.proposal_intake.main import run_intake
 from services.proposal_intake.repository import SCHEMA
 from shared.config import Endpoints
 from shared.identity.signatures import HEADER
-from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_INTAKE
+from shared.topology import AGENT_PROPOSALS, LEDGER_INTAKE, results_topic
 from tests.support.identities import signature
+from tests.support.kafka import topic_exists
 from tests.support.services import running_service
 
 
@@ -39,14 +40,18 @@ async def send(bootstrap: str, *messages: dict | bytes, key: str = "agent",
         await producer.stop()
 
 
-async def answers(bootstrap: str, run_id: str, count: int, *, topic: str = AGENT_RESULTS,
-                  timeout: float = 60.0) -> list[dict]:
-    """The envelopes for ``run_id`` on the topic, waiting until ``count`` have arrived."""
+async def answers(bootstrap: str, run_id: str, count: int, *, tenant: str = "acme",
+                  topic: str | None = None, timeout: float = 60.0) -> list[dict]:
+    """The envelopes for ``run_id`` on the topic (by default the tenant's results topic),
+    waiting until ``count`` have arrived."""
+    topic = topic or results_topic(tenant)
+    deadline = time.monotonic() + timeout
+    if not await topic_exists(bootstrap, topic, timeout=timeout):
+        return []
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     found: list[dict] = []
-    deadline = time.monotonic() + timeout
     try:
         while len(found) < count and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=300, max_records=5000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -24,13 +25,33 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = 4) -> None:
         await admin.close()
 
 
+async def topic_exists(bootstrap: str, topic: str, *, timeout: float = 0.0) -> bool:
+    """Whether ``topic`` exists (waiting up to ``timeout``), asked without naming it: a
+    metadata request naming a topic makes the local broker auto-create it, with one partition,
+    before the relay could create a tenant's topic with the family's partition count."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while topic not in await admin.list_topics():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
+    finally:
+        await admin.close()
+
+
 async def read_topic(bootstrap: str, topic: str, *, until: int, timeout: float = 60.0) -> list:
-    """Every record from the beginning, stopping once ``until`` records arrived (or timeout)."""
+    """Every record from the beginning, stopping once ``until`` records arrived (or timeout);
+    a topic that does not exist (yet) is waited for, never auto-created by reading it."""
+    deadline = time.monotonic() + timeout
+    if not await topic_exists(bootstrap, topic, timeout=timeout):
+        return []
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     records: list = []
-    deadline = time.monotonic() + timeout
     try:
         while len(records) < until and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
@@ -73,3 +94,23 @@ async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> 
     finally:
         await admin.close()
     return sum(max(offsets[partition].offset, 0) for partition in wanted if partition in offsets)
+
+
+async def topics_matching(bootstrap: str, pattern: re.Pattern[str]) -> list[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return sorted(topic for topic in await admin.list_topics() if pattern.match(topic))
+    finally:
+        await admin.close()
+
+
+async def partition_count(bootstrap: str, topic: str) -> int:
+    """Of a topic that exists (describing it by name would auto-create a missing one)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [described] = [t for t in await admin.describe_topics() if t["topic"] == topic]
+        return len(described["partitions"])
+    finally:
+        await admin.close()

@@ -77,7 +77,7 @@ async def answer(pool, stage: Stage, run_id: str, call_id: str) -> dict:
         return await pool.fetchval(
             "SELECT envelope FROM proposal_intake.outbox WHERE topic = $1"
             " AND envelope->'payload'->>'run_id' = $2 AND envelope->'payload'->>'call_id' = $3",
-            stage.results, run_id, call_id)
+            stage.results_topic(), run_id, call_id)
     envelope = await wait_for(found, timeout=60)
     assert envelope is not None, f"the intake never answered {call_id} of {run_id}"
     return json.loads(envelope)

@@ -50,7 +50,7 @@ async def pipeline(stage: Stage, *, wallet: dict | None = None) -> AsyncIterator
     projection = ProjectionSettings(intake_topic=stage.intake,
                                     authorizations_topic=stage.authorizations,
                                     dispatch_topic=stage.dispatch, effects_topic=stage.effects,
-                                    results_topic=stage.results)
+                                    results_family=stage.results)
     services = [
         run_relay(settings, RelaySettings(schemas=list(SCHEMAS), poll_interval_s=0.2), stopping),
         run_intake(settings, stage.intake_settings(), stopping),

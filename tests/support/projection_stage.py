@@ -21,6 +21,7 @@ from services.projection.repository import SCHEMA
 from services.projection.settings import ProjectionSettings
 from shared.config import Endpoints, Settings
 from shared.messaging.consumer import BatchReport
+from shared.topology import results_topic
 from tests.support.kafka import create_topic, unique_topic, wait_for
 from tests.support.projection_events import Published
 
@@ -38,19 +39,25 @@ class LedgerTopics:
     def of(self, role: str) -> str:
         return getattr(self, role)
 
+    def results_topic(self, tenant: str = "acme") -> str:
+        """Where the projection announces this tenant's settled calls (``results`` names the
+        family: each tenant has its own)."""
+        return results_topic(tenant, self.results)
+
     def settings(self) -> ProjectionSettings:
         return ProjectionSettings(intake_topic=self.intake,
                                   authorizations_topic=self.authorizations,
                                   dispatch_topic=self.dispatch, effects_topic=self.effects,
-                                  results_topic=self.results)
+                                  results_family=self.results)
 
     def env(self) -> dict[str, str]:
         """The same settings for a projection run as a process."""
-        return {f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
-                for name in ("intake", "authorizations", "dispatch", "effects", "results")}
+        return {**{f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
+                   for name in ("intake", "authorizations", "dispatch", "effects")},
+                "INTENTLEDGER_PROJECTION_RESULTS_FAMILY": self.results}
 
     async def create(self, bootstrap: str) -> None:
-        for topic in (self.intake, self.authorizations, self.dispatch, self.effects, self.results):
+        for topic in (self.intake, self.authorizations, self.dispatch, self.effects):
             await create_topic(bootstrap, topic, partitions=PARTITIONS)
 
     def deliveries(self, events: Iterable[Published]) -> list[Delivery]:

@@ -55,7 +55,7 @@ def test_a_missing_tenant_is_a_missing_field():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("run_id", 42), ("run_id", ""), ("tenant_id", None), ("arguments", "{}"), ("arguments", []),
+    ("run_id", 42), ("run_id", ""), ("arguments", "{}"), ("arguments", []),
     ("deadline_at", "2026-03-14T09:30:00"), ("deadline_at", 1773480600), ("tool", "wallet debit"),
     ("budget", {"max_calls": "5"}), ("budget", {"max_calls": 0}), ("budget", {"max_calls": True}),
     ("budget", {"cost_limit_minor": 100}), ("budget", {"cost_limit_minor": 1, "currency": "eur"}),
@@ -75,7 +75,8 @@ def test_an_id_that_would_not_print_as_itself_is_refused(field, unprintable):
     """A run id with a newline was accepted, broke an HTTP tool's request header (the attempt
     was never recorded) and printed raw to operators' terminals."""
     refused = rejection(example("generic") | {field: f"run{unprintable}1"})
-    assert refused.code == ReasonCode.INVALID_FIELD and field in refused.message
+    expected = ReasonCode.INVALID_TENANT_ID if field == "tenant_id" else ReasonCode.INVALID_FIELD
+    assert refused.code == expected and field in refused.message
 
 
 @pytest.mark.parametrize("printable", ["run-ä-1", "commande n°7", "注文-7", "order/7:debit"])

@@ -10,7 +10,8 @@ from tests.unit.intake.pipeline import example
 
 
 def test_each_format_yields_its_run_id_and_provider_call_ids():
-    assert reply_address(example("generic")) == ReplyAddress("run_01JZ8Q4M7X2KD5W3T9B6N1C0HF", ("step-3",))
+    assert reply_address(example("generic")) == ReplyAddress("run_01JZ8Q4M7X2KD5W3T9B6N1C0HF",
+                                                             ("step-3",), "acme-retail")
     assert reply_address(example("openai_chat")).call_ids == (
         "call_Qm5dW2rT8yLk3vN1pXa7Zc9B", "call_H3nV8kP1sD6fJ0wY4tR2mB5x")
     assert reply_address(example("openai_responses")).call_ids == ("call_Xy7Lp2Qw9Rt4Zk1Mn6Vb3Hd8",)
@@ -25,6 +26,11 @@ def test_each_format_yields_its_run_id_and_provider_call_ids():
 ])
 def test_without_a_usable_run_id_there_is_no_one_to_answer(document):
     assert reply_address(document) is None
+
+
+@pytest.mark.parametrize("tenant", ["acme.eu", "acme_eu", "Acme", "", 7, None, "a" * 64, "-a"])
+def test_a_tenant_id_that_names_no_results_topic_gives_no_tenant_to_answer(tenant):
+    assert reply_address({"run_id": "r", "tenant_id": tenant}) == ReplyAddress("r", (), None)
 
 
 def test_malformed_call_ids_are_left_out_and_repeats_collapse():

@@ -65,6 +65,9 @@ class _Results:
     def __init__(self, values: list[bytes]) -> None:
         self._values = values
 
+    def assignment(self) -> set[str]:
+        return {"tp"}
+
     async def getmany(self, timeout_ms: int):
         values, self._values = self._values, []
         return {"tp": [SimpleNamespace(value=value) for value in values]}

@@ -33,15 +33,9 @@ from shared import topology
 READ = ("Read", "Describe", "DescribeConfigs")
 WRITE = ("Write", "Describe")
 DESCRIBE = ("Describe",)
-RESULTS_PREFIX = f"{topology.AGENT_RESULTS}."
 HEALTH_SAMPLER = "projection"
 """The service whose health sampler reads every consumer group's lag."""
 OPERATOR, AGENT_PREFIX = "operator", "agent-"
-
-
-def results_topic(tenant: str) -> str:
-    """The results topic of one tenant: its agents read it and no other tenant's."""
-    return f"{RESULTS_PREFIX}{tenant}"
 
 
 def agent_user(tenant: str) -> str:
@@ -94,8 +88,8 @@ def _consumer(service: str, tools: tuple[str, ...]) -> list[Acl]:
 
 
 def _emitted(name: str) -> Acl:
-    if name == topology.AGENT_RESULTS:
-        return Acl("topic", RESULTS_PREFIX, "prefix")
+    if topology.BY_NAME[name].per_tenant:
+        return Acl("topic", f"{name}.", "prefix")
     return Acl("topic", name)
 
 
@@ -104,8 +98,8 @@ def _relay(deployed: Collection[str], tools: tuple[str, ...]) -> list[Acl]:
     for topic in topology.TOPICS:
         if not any(p in topology.OUTBOX_PRODUCERS and p in deployed for p in topic.producers):
             continue
-        if topic.name == topology.AGENT_RESULTS:
-            acls.append(Acl("topic", RESULTS_PREFIX, "prefix", ("Write", "Create", "Describe")))
+        if topic.per_tenant:  # created by the relay on a tenant's first answer
+            acls.append(Acl("topic", f"{topic.name}.", "prefix", ("Write", "Create", "Describe")))
         else:
             acls.append(Acl("topic", topic.name, operations=WRITE))
     if "dispatcher" in deployed:
@@ -120,12 +114,12 @@ def _writes(writer: str) -> list[Acl]:
 
 def _agent(tenant: str) -> list[Acl]:
     return [*_writes(topology.AGENTS),
-            Acl("topic", results_topic(tenant), operations=("Read", "Describe"))]
+            Acl("topic", topology.results_topic(tenant), operations=("Read", "Describe"))]
 
 
 def topics(tool_topics: Iterable[str] = (), tenants: Iterable[str] = ()) -> tuple[str, ...]:
     """Every topic a broker that creates none by itself must hold: the topology's, the results
     topic of each tenant in place of the family's name, and the registry's Kafka tool topics."""
-    names = [topic.name for topic in topology.TOPICS if topic.name != topology.AGENT_RESULTS]
-    names += [results_topic(tenant) for tenant in tenants]
+    names = [topic.name for topic in topology.TOPICS if not topic.per_tenant]
+    names += [topology.results_topic(tenant) for tenant in tenants]
     return tuple(dict.fromkeys([*names, *sorted(tool_topics)]))

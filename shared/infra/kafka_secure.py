@@ -20,11 +20,11 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
+from shared import topology
 from shared.infra.kafka_credentials import ADMIN, BROKER, MECHANISM, Credentials
 from shared.infra.kafka_tools import Tools
 from shared.kafka_users import Acl
+from shared.messaging.admin import ensure_results_topics, ensure_topics
 
 PARTITIONS = 8
 """As ``shared.messaging.admin.ensure_topics`` would have made them."""
@@ -81,13 +81,11 @@ def provision(tools: Tools, credentials: Credentials, plan: SecurePlan, bootstra
 
 async def create_topics(bootstrap: str, credentials: Credentials, names: Iterable[str],
                         partitions: int) -> int:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **credentials.client_kwargs(ADMIN))
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        missing = [NewTopic(name, partitions, 1) for name in names if name not in existing]
-        if missing:
-            await admin.create_topics(missing)
-        return len(missing)
-    finally:
-        await admin.close()
+    """As the admin; tenants' results topics as the relay would make them on first use."""
+    login = credentials.client_kwargs(ADMIN)
+    family = topology.results_topics()
+    results = [name for name in names if family.match(name)]
+    others = [name for name in names if name not in results]
+    created = await ensure_topics(bootstrap, others, partitions, login=login)
+    created += await ensure_results_topics(bootstrap, results, login=login)
+    return len(created)

@@ -18,7 +18,8 @@ from aiokafka.errors import (GroupAuthorizationFailedError, KafkaConnectionError
 from shared import topology
 from shared.infra.kafka_credentials import ADMIN
 from shared.infra.kafka_tools import bindings
-from shared.kafka_users import agent_user, results_topic
+from shared.kafka_users import agent_user
+from shared.topology import results_topic
 
 pytestmark = pytest.mark.infra
 ACME, GLOBEX = agent_user("acme"), agent_user("globex")

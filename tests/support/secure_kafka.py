@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from intentledger import secure_kafka
 from intentledger.cli import SERVED
+from shared import topology
 from shared.config import Endpoints, Settings
 from shared.infra import kafka_credentials, kafka_local
 from shared.infra.kafka_credentials import ADMIN, Credentials
@@ -74,7 +75,9 @@ class SecureKafka:
         await consumer.start()
         records: list = []
         try:
-            consumer.assign([TopicPartition(topic, p) for p in range(self.plan.partitions)])
+            family = topology.results_topics().match(topic)
+            partitions = topology.RESULTS_PARTITIONS if family else self.plan.partitions
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
             deadline = time.monotonic() + timeout_s
             while not until(records) and time.monotonic() < deadline:
                 batches = await consumer.getmany(timeout_ms=500)

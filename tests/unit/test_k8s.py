@@ -22,6 +22,7 @@ from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
+from shared.kafka_users import kafka_users
 from shared.topology import EFFECT_RECEIPTS
 from tests.support.deployment import (cli_grammar, consumers, defaults, example_tool_topics,
                                       known_env_names)
@@ -34,6 +35,8 @@ pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
     kustomize_command() is None,
     reason=f"neither kustomize nor kubectl is installed: `{KUSTOMIZE_INSTALL}` (into $(go env GOPATH)/bin)")]
 
+EXAMPLE_TENANTS = ("acme",)
+"""The tenant whose agents' Kafka user the manifests show as an example."""
 REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 """Deployed by the dev overlay only."""
 HEALTH_PORT, QUERY_PORT = 8081, 8090
@@ -73,6 +76,12 @@ def shared_env(objects) -> dict[str, str]:
     """The ConfigMap every service reads its non-secret settings from (a generated name)."""
     return next(cm for name, cm in of_kind(objects, "ConfigMap").items()
                 if name.startswith("intentledger-env-"))["data"]
+
+
+def acl_name(topic: str) -> str:
+    """How an ACL names a topic: a per-tenant family by its prefix (``agent.results.``)."""
+    family = topology.BY_NAME.get(topic)
+    return f"{topic}." if family is not None and family.per_tenant else topic
 
 
 def deployed(overlay: str) -> set[str]:
@@ -345,7 +354,7 @@ def test_each_consumer_reads_only_its_topics_and_group_and_writes_nothing(overla
         else:
             assert not others, name
         # At start a service checks that every topic it names exists (ensure_topics).
-        assert consumed | emitted <= {n for (kind, n), ops in allowed.items()
+        assert consumed | set(map(acl_name, emitted)) <= {n for (kind, n), ops in allowed.items()
                                       if kind == "topic" and "Describe" in ops}, name
 
 
@@ -353,16 +362,16 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
     users = of_kind(objects, "KafkaUser")
     emitted = set().union(*(CONSUMERS[name][1] for name in deployed(overlay) & set(CONSUMERS)))
     relay = acls(users["intentledger-relay"])
-    assert {n for (kind, n), ops in relay.items() if "Write" in ops} == emitted
+    assert {n for (kind, n), ops in relay.items() if "Write" in ops} == set(map(acl_name, emitted))
     assert not any("Read" in ops for ops in relay.values())
     writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
-    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent",
+    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent-acme",
                        "intentledger-query"}
     assert acls(users["intentledger-query"]) == {  # the console's resolve form, and nothing else
         ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
     assert {n for (_, n), ops in operator.items() if "Write" in ops} == OPERATOR_TOPICS
-    assert {n for (_, n), ops in acls(users["intentledger-agent"]).items() if "Write" in ops} == {
+    assert {n for (_, n), ops in acls(users["intentledger-agent-acme"]).items() if "Write" in ops} == {
         _intake.proposals_topic}
     keda = acls(users["intentledger-keda"])
     assert set().union(*keda.values()) == {"Describe"}
@@ -370,8 +379,23 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         group for name in deployed(overlay) & set(CONSUMERS) for group in topology.groups_of(name)}
 
 
+def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overlay, objects):
+    """The derivation ``infra up --secure`` provisions the local broker with
+    (``shared.kafka_users``): local and Kubernetes ACLs cannot drift apart. KEDA's scaler is
+    Kubernetes' alone."""
+    users = of_kind(objects, "KafkaUser")
+    derived = kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS)
+    assert set(users) == {f"intentledger-{name}" for name in derived} | {"intentledger-keda"}
+    for name, wanted in derived.items():
+        held = {(acl["resource"]["type"], acl["resource"]["name"], acl["resource"]["patternType"],
+                 operation) for acl in users[f"intentledger-{name}"]["spec"]["authorization"]["acls"]
+                for operation in acl["operations"]}
+        assert held == {(acl.resource, acl.name, acl.pattern, operation)
+                        for acl in wanted for operation in acl.operations}, name
+
+
 KAFKA_USERS = {topology.RELAY: "intentledger-relay", topology.OPERATORS: "intentledger-operator",
-               topology.CONSOLE: "intentledger-query", topology.AGENTS: "intentledger-agent"}
+               topology.CONSOLE: "intentledger-query", topology.AGENTS: "intentledger-agent-acme"}
 """The Kafka user of each writer the topology names (downstream systems bring their own)."""
 
 
@@ -379,7 +403,7 @@ def test_who_may_write_each_topic_is_who_the_topology_says(overlay, objects):
     users, running = of_kind(objects, "KafkaUser"), deployed(overlay)
     for topic in topology.TOPICS:
         writers = {name for name, user in users.items()
-                   if "Write" in acls(user).get(("topic", topic.name), set())}
+                   if "Write" in acls(user).get(("topic", acl_name(topic.name)), set())}
         through_outbox = any(producer in topology.OUTBOX_PRODUCERS and producer in running
                              for producer in topic.producers)
         expected = {KAFKA_USERS[writer] for writer in topic.kafka_writers

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     infra.add_argument("action", choices=["up", "down", "status"])
     infra.add_argument("--purge", action="store_true", help="with down: delete data and logs")
     infra.add_argument("--secure", action="store_true",
-                       help="with up: SCRAM logins and least-privilege ACLs (docs/operations.md)")
+                       help="with up: SCRAM logins and least-privilege ACLs "
+                       "(docs/configuration.md)")
 
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 

@@ -11,8 +11,11 @@ import stat
 import pytest
 
 from shared import topology
-from shared.infra import kafka_credentials, kafka_secure
+from shared.infra import kafka_credentials, kafka_secure, manager
+from shared.infra.errors import InfraError
+from shared.infra.kafka_secure import SecurePlan
 from shared.infra.kafka_tools import _camel, _grouped, _upper, bindings
+from shared.infra.state import InfraState
 from shared.kafka_users import Acl, agent_user, kafka_users, topics
 
 SERVED = {*topology.CONSUMER_GROUPS, topology.RELAY, topology.CONSOLE}
@@ -117,3 +120,14 @@ def test_the_secure_listeners_deny_by_default_and_make_no_one_else_a_super_user(
     assert config["auto.create.topics.enable"] == "false"
     assert set(config["listener.security.protocol.map"].replace(",", ":").split(":")[1::2]) == {
         "SASL_PLAINTEXT"}  # no anonymous listener, the controller's included
+
+
+@pytest.mark.parametrize("formatted_secure", [True, False])
+def test_a_data_directory_keeps_the_mode_it_was_formatted_in(tmp_path, formatted_secure):
+    """Its users and ACLs live in it: started plain, a secure one would serve everyone."""
+    (tmp_path / "kafka-data").mkdir()
+    (tmp_path / "kafka-data" / "meta.properties").write_text("cluster.id=abc\n")
+    state = InfraState(kafka_secure=formatted_secure)
+    plan = None if formatted_secure else SecurePlan(users=USERS, topics=())
+    with pytest.raises(InfraError, match="was made"):
+        manager._choose_security(tmp_path, state, plan)

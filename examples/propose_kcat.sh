@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An agent without our SDK: a generic proposal published with kcat, signed by
-# examples/sign_proposal.mjs (Node's own crypto), the answer read back from agent.results.
+# examples/sign_proposal.mjs (Node's own crypto), the answer read back from the tenant's agent.results.<tenant>.
 #
 # What it shows: the record's value is plain JSON; who sent it is proven by the
 # intentledger-signature header alone (a detached JWS over those exact bytes), never by the
@@ -33,10 +33,11 @@ signature=$(printf '%s' "$record" | node "$here/sign_proposal.mjs" "$key" "$prin
 
 printf '%s' "$record" | kcat -q -b "$bootstrap" -P -t agent.proposals -k "$run" \
     -H "intentledger-signature=$signature"
-# The answer on agent.results that names this run is ours (a run id of one's own). Read to the
-# end of every partition (-e) once a second until it is there.
+# The answer on the tenant's agent.results.<tenant> that names this run is ours (a run id of
+# one's own). Read to the end of every partition (-e) once a second until it is there (the
+# topic itself appears with the tenant's first answer).
 for _ in $(seq 30); do
-    answer=$(kcat -q -b "$bootstrap" -C -t agent.results -o beginning -e -f '%s\n' \
+    answer=$(kcat -q -b "$bootstrap" -C -t "agent.results.$tenant" -o beginning -e -f '%s\n' \
              | grep -F "$run" | head -n 1 || true)
     if [ -n "$answer" ]; then
         printf '%s\n' "$answer"

@@ -120,6 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     capability.add_argument("--if-absent", action="store_true",
                             help="succeed without writing when --out exists (a one-shot init)")
 
+    tenants = commands.add_parser("tenants", help="tenants' results topics")
+    tenants_actions = tenants.add_subparsers(dest="tenants_action", required=True)
+    tenants_add = tenants_actions.add_parser("add", help="create each tenant's results topic, "
+                                             "agent.results.<tenant>, if missing")
+    tenants_add.add_argument("tenants", nargs="+", help="tenant ids")
+    tenants_add.add_argument("--replicas", type=int, default=1,
+                             help="replication factor (3 in a production cluster)")
+
     _operator_commands(commands)
 
     args = parser.parse_args(argv)
@@ -162,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                                         args.if_absent)
     if args.command == "keys":
         return _generate_key(args.kid, args.curve, args.out)
+    if args.command == "tenants":
+        return asyncio.run(_add_tenants(settings, args.tenants, args.replicas))
     if args.command == "chaos":
         from intentledger.chaos.cli import chaos_run
 
@@ -331,6 +341,19 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> int:
     except QueryError as invalid:
         print(f"intentledger: {invalid.message}", file=sys.stderr)
         return 2
+
+
+async def _add_tenants(settings: Settings, tenants: list[str], replicas: int) -> int:
+    from intentledger.tenants import NotATenant, add_tenants
+
+    try:
+        added = await add_tenants(settings.endpoints.kafka_bootstrap, tenants, replicas)
+    except NotATenant as refused:
+        print(f"intentledger: {refused}", file=sys.stderr)
+        return 2
+    for topic, created in added.items():
+        print(f"{topic}: {'created' if created else 'exists'}")
+    return 0
 
 
 def _infra(settings: Settings, action: str, purge: bool, secure: bool) -> int:

@@ -11,7 +11,8 @@ The rules, in the topology's words:
 
 - a consuming service reads the topics its groups consume (Read, Describe, and DescribeConfigs:
   its inbox is kept as long as their ``retention.ms``) in its own groups (Read), and may only
-  Describe the topics its outbox names (it checks at start that they exist);
+  Describe the topics its outbox names (it checks at start that they exist), but for the
+  tenants' results topics, which it never checks (the relay makes them);
 - the relay writes every topic an outbox producer that runs writes, and the results topic of
   every tenant (created on a tenant's first answer: Create too, on the prefix);
 - people's tools and the console write only what the topology says they write;
@@ -76,8 +77,8 @@ def _consumer(service: str, tools: tuple[str, ...]) -> list[Acl]:
     acls = [Acl("topic", name, operations=READ) for name in consumed]
     acls += [Acl("group", group, operations=("Read",)) for group in groups]
     for topic in topology.TOPICS:
-        if service in topic.producers and topic.name not in consumed:
-            acls.append(_emitted(topic.name))
+        if service in topic.producers and topic.name not in consumed and not topic.per_tenant:
+            acls.append(Acl("topic", topic.name))
     if service == "dispatcher":
         acls += [Acl("topic", name) for name in tools if name not in consumed]
     if service == HEALTH_SAMPLER:
@@ -85,12 +86,6 @@ def _consumer(service: str, tools: tuple[str, ...]) -> list[Acl]:
         acls += [Acl("topic", topic.name) for topic in topology.TOPICS
                  if topic.groups and topic.name not in consumed]
     return list(dict.fromkeys(acls))
-
-
-def _emitted(name: str) -> Acl:
-    if topology.BY_NAME[name].per_tenant:
-        return Acl("topic", f"{name}.", "prefix")
-    return Acl("topic", name)
 
 
 def _relay(deployed: Collection[str], tools: tuple[str, ...]) -> list[Acl]:

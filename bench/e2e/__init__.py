@@ -24,7 +24,7 @@ sustainable (cut short as soon as its backlog passes ``--abort-backlog-s`` secon
 ``sustained_proposals_per_s`` is the highest sustainable rate.
 
 Latency per call is measured from the proposal's publish to its ``ToolCallSettled`` on
-``agent.results`` (the headline) and to the intake's ``ProposalAccepted``, matched by call id;
+``agent.results.bench`` (the headline) and to the intake's ``ProposalAccepted``, matched by call id;
 per-hop latency comes from the event timestamps of the projection's history, the wallet's debit
 rows and the settled announcement. CPU seconds and peak RSS are measured per process (each
 service, Kafka's JVM, PostgreSQL's postmaster with every backend), with the harness itself and
@@ -47,7 +47,7 @@ backlog over time), ``e2e-latency-cdf.png`` (at 100/s, and every step) and ``e2e
 The code, one job a module: ``config`` (the command line), ``harness`` (one run, start to end,
 wiring the rest), ``startup`` (wallets, services, durability), ``pipeline`` (the services,
 groups, outboxes and call states under test), ``names`` (this run's ids), ``load`` (the open-
-loop generator), ``answers`` (``agent.results``), ``proposals`` (what is known per proposal),
+loop generator), ``answers`` (``agent.results.bench``), ``proposals`` (what is known per proposal),
 ``phases`` (warm-up, ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught
 up, drained), ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter``
 (CPU and memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that

@@ -1,6 +1,6 @@
 """How one run names what it creates (runs, call ids, operation keys, wallets) under a prefix of
 its own, so that every query of the shared ledger finds exactly this run's records and an answer
-on ``agent.results`` leads back to the proposal it answers."""
+on ``agent.results.bench`` leads back to the proposal it answers."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class Proposals:
         self.settled_count: list[int] = []
         self.settled_statuses: dict[int, set[str]] = defaultdict(set)
         self.answers: Counter[str] = Counter()
-        """Every answer on ``agent.results`` by kind (and rejection reason)."""
+        """Every answer on ``agent.results.bench`` by kind (and rejection reason)."""
         self.accepted = 0
         self.settled = 0
 

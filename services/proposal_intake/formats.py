@@ -4,7 +4,7 @@ Input is a document that passed ``limits``. Several calls in one assistant turn 
 proposals, each named by its provider call id and never by its position: providers do not
 promise an order, and the agent pairs results back by id (``tool_call_id``, ``tool_use_id``).
 A message is taken or refused whole; a refusal is a ProposalRejection, answered on
-``agent.results`` to ``reply_address(document)``.
+``agent.results.<tenant>`` to ``reply_address(document)``.
 
 What is not a client tool call is ignored: text, reasoning and thinking, and the tools the
 provider runs itself (Anthropic ``server_tool_use``, OpenAI web search). OpenAI's custom tools

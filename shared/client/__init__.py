@@ -1,7 +1,8 @@
 """The agent SDK: propose tool calls, await their outcomes, pair them back to the provider.
 
 Agents need not use it: any Kafka client publishing JSON per ``schemas/agent.proposals`` and
-reading ``agent.results`` gets the same answers. This is the shortest correct way in Python.
+reading its tenant's ``agent.results.<tenant>`` gets the same answers. This is the shortest
+correct way in Python.
 """
 
 from shared.client.agent import Outcome, ProposalClient

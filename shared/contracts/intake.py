@@ -1,4 +1,5 @@
-"""What the intake says about each proposed call: on ``agent.results`` (⚑) and ``ledger.intake``.
+"""What the intake says about each proposed call: on ``agent.results.<tenant>`` (⚑) and
+``ledger.intake``.
 
 The envelope's ``event_type`` names the outcome (``ProposalAccepted``, ``DuplicateProposal``,
 ``ProposalRejected``); these are the payloads. Agents pair an outcome with their tool call by

@@ -1,11 +1,13 @@
-"""⚑ ``agent.results`` (outbound): a proposed call's settled outcome, for the agent that asked.
+"""⚑ ``agent.results.<tenant>`` (outbound): a proposed call's settled outcome, for the agent
+that asked.
 
-The intake answers each proposal on ``agent.results`` at once (``ProposalOutcome``); once the
-call settles, the projection adds one ``ToolCallSettled``, correlated by the same provider call
-id (``call_id``). A call may settle more than once over its life — SUCCEEDED, then COMPENSATED
-by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state the projection
-records is announced once, and the latest is always announced (when the ledger's events
-arrive late, an earlier settled state may be skipped).
+The intake answers each proposal on its tenant's ``agent.results.<tenant>`` at once
+(``ProposalOutcome``); once the call settles, the projection adds one ``ToolCallSettled``,
+correlated by the same provider call id (``call_id``). A call may settle more than once over
+its life — SUCCEEDED, then COMPENSATED by a saga; MANUAL_REVIEW, then resolved by an
+operator: each settled state the projection records is announced once, and the latest is
+always announced (when the ledger's events arrive late, an earlier settled state may be
+skipped).
 
 Tool output is untrusted data (docs/design.md §5.9): ``result`` holds only the fields the tool's
 result schema declares, validated and size-checked by the dispatcher before it recorded them.

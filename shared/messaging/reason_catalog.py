@@ -39,7 +39,7 @@ _CAPABILITY_REASON = {
                                     "not serve; nothing was applied",
     "capability_expired": "the capability expired before the call could be dispatched",
 }
-_DEAD = "dead-lettered with this code, never answered on agent.results"
+_DEAD = "dead-lettered with this code, never answered"
 _IDENTITY_REASON = {
     "signature_missing": "the record has no intentledger-signature header (and its tenant does "
                          "not accept unsigned proposals)",

@@ -1,6 +1,6 @@
 """Why a proposal is refused before anything is recorded or dispatched.
 
-The codes are public: each becomes a ``ProposalRejected.reason`` on ``agent.results`` and agents
+The codes are public: each becomes a ``ProposalRejected.reason`` on ``agent.results.<tenant>`` and agents
 branch on it. Add codes freely; never rename, remove or reuse one (additive within a major
 version, like every public schema).
 

@@ -24,8 +24,8 @@ async def _intents(pool, run_id: str) -> int:
     return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.logical_calls WHERE run_id = $1", run_id)
 
 
-async def _answers(endpoints, run: str, count: int) -> dict[str, dict]:
-    found = await answers(endpoints.kafka_bootstrap, run, count)
+async def _answers(endpoints, run: str, count: int, tenant: str = "acme") -> dict[str, dict]:
+    found = await answers(endpoints.kafka_bootstrap, run, count, tenant=tenant)
     return {e["payload"]["call_id"]: e["payload"] for e in found}
 
 
@@ -133,8 +133,9 @@ async def test_unsigned_proposals_pass_only_for_the_tenants_development_mode_nam
         await send(endpoints.kafka_bootstrap, generic(run_sandbox, "dev", tenant="sandbox"),
                    generic(run_acme, "prod", tenant="acme"), signed=False)
         await _produce(endpoints, [(forged, [(HEADER, b"e30..AAAA")])])  # a bad one still fails
-        sandbox, acme, bad = [await _answers(endpoints, run, 1)
-                              for run in (run_sandbox, run_acme, run_forged)]
+        sandbox, acme, bad = [await _answers(endpoints, run, 1, tenant)
+                              for run, tenant in ((run_sandbox, "sandbox"), (run_acme, "acme"),
+                                                  (run_forged, "sandbox"))]
     assert sandbox["dev"]["outcome"] == "accepted"
     assert acme["prod"]["reason_code"] == "signature_missing"
     assert bad["forged"]["reason_code"] == "signature_malformed"

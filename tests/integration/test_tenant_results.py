@@ -5,7 +5,11 @@ when the topic appeared only after the SDK started."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -131,3 +135,22 @@ async def test_a_record_naming_no_valid_tenant_is_dead_lettered_and_answered_now
         assert await answers(endpoints.kafka_bootstrap, run, 1, timeout=5) == []
     [letter] = [d for d in intake.totals.dead_lettered if "invalid_tenant_id" in str(d)]
     assert letter
+
+
+async def test_an_operator_adds_a_tenants_topic_ahead_of_its_first_answer(endpoints):
+    tenant = fresh_tenant()
+    env = {**os.environ, "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+           "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "intentledger.cli", "tenants", "add", *args],
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    first = await asyncio.to_thread(cli, tenant)
+    again = await asyncio.to_thread(cli, tenant)
+    bad = await asyncio.to_thread(cli, "Acme.EU")
+    assert (first.returncode, first.stdout) == (0, f"{results_topic(tenant)}: created\n")
+    assert (again.returncode, again.stdout) == (0, f"{results_topic(tenant)}: exists\n")
+    assert bad.returncode == 2 and "'Acme.EU'" in bad.stderr
+    assert await partition_count(endpoints.kafka_bootstrap, results_topic(tenant)) == \
+        RESULTS_PARTITIONS

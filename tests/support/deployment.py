@@ -157,10 +157,16 @@ def example_tool_topics() -> frozenset[str]:
     return frozenset(tool.topic for tool in registry.tools if tool.adapter == "kafka")
 
 
+def family(name: str) -> str:
+    """A per-tenant family of topics as the topology's ``Topic.address`` writes it."""
+    return f"{name}.{{tenant}}"
+
+
 @cache
 def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """Per consuming service, from its settings' defaults: (the topics it consumes, the topics
-    its outbox names; the dispatcher's include the example registry's tool topics)."""
+    its outbox names; the dispatcher's include the example registry's tool topics, the
+    results family is ``agent.results.{tenant}``)."""
     from downstreams.wallet.settings import WalletSettings
     from downstreams.warehouse.settings import WarehouseSettings
     from services.dispatcher.settings import DispatcherSettings
@@ -172,14 +178,15 @@ def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     dispatcher, projection = defaults(DispatcherSettings), defaults(ProjectionSettings)
     wallet, warehouse = defaults(WalletSettings), defaults(WarehouseSettings)
     table = {
-        "proposal-intake": ({intake.proposals_topic}, {intake.results_family, intake.intake_topic}),
+        "proposal-intake": ({intake.proposals_topic}, {family(intake.results_family),
+                                                       intake.intake_topic}),
         "policy": ({policy.intake_topic, policy.approvals_topic, policy.compensations_topic},
                    {policy.authorizations_topic}),
         "dispatcher": ({dispatcher.authorizations_topic, dispatcher.reply_topic,
                         dispatcher.resolutions_topic},
                        {dispatcher.dispatch_topic, dispatcher.effects_topic,
                         dispatcher.compensations_topic, *example_tool_topics()}),
-        "projection": (set(projection.ledger_topics), {projection.results_family}),
+        "projection": (set(projection.ledger_topics), {family(projection.results_family)}),
         "wallet": ({wallet.request_topic}, {wallet.reply_topic}),
         "warehouse": ({warehouse.request_topic}, {warehouse.reply_topic}),
     }

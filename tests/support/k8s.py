@@ -221,10 +221,12 @@ def selects(selector: dict, labels: dict) -> bool:
 
 
 def acls(user: dict) -> dict[tuple[str, str], set[str]]:
-    """(resource type, name) → operations allowed."""
+    """(resource type, name) → operations allowed; a prefixed name ends in ``*``."""
     found: dict[tuple[str, str], set[str]] = {}
     for acl in user["spec"]["authorization"]["acls"]:
-        key = (acl["resource"]["type"], acl["resource"]["name"])
+        resource = acl["resource"]
+        star = "*" if resource.get("patternType") == "prefix" else ""
+        key = (resource["type"], resource["name"] + star)
         found.setdefault(key, set()).update(acl["operations"])
     return found
 

@@ -35,8 +35,6 @@ pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
     kustomize_command() is None,
     reason=f"neither kustomize nor kubectl is installed: `{KUSTOMIZE_INSTALL}` (into $(go env GOPATH)/bin)")]
 
-EXAMPLE_TENANTS = ("acme",)
-"""The tenant whose agents' Kafka user the manifests show as an example."""
 REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 """Deployed by the dev overlay only."""
 HEALTH_PORT, QUERY_PORT = 8081, 8090
@@ -51,8 +49,21 @@ OPERATOR_TOPICS = {_policy.approvals_topic, _dispatcher.resolutions_topic}
 """Published directly by people's commands (approve, reject, resolve), not through an outbox."""
 
 
+EXAMPLE_TENANTS = ("acme", "globex")
+"""The tenants of config/principals.example.yaml: each has its results topic and agent user."""
+
+
 def code_topics() -> set[str]:
-    return {topic.name for topic in topology.TOPICS} | EXAMPLE_TOOL_TOPICS
+    return {topic.name for topic in topology.TOPICS if not topic.per_tenant} | {
+        topology.results_topic(tenant) for tenant in EXAMPLE_TENANTS} | EXAMPLE_TOOL_TOPICS
+
+
+def as_acl(topic: str) -> str:
+    """A topic, or a per-tenant family (``agent.results.{tenant}``) as its prefixed ACL."""
+    return topic.replace("{tenant}", "*")
+
+
+AGENT_USERS = {f"intentledger-agent-{tenant}": tenant for tenant in EXAMPLE_TENANTS}
 
 
 def consumer_groups_in_code() -> set[str]:
@@ -76,12 +87,6 @@ def shared_env(objects) -> dict[str, str]:
     """The ConfigMap every service reads its non-secret settings from (a generated name)."""
     return next(cm for name, cm in of_kind(objects, "ConfigMap").items()
                 if name.startswith("intentledger-env-"))["data"]
-
-
-def acl_name(topic: str) -> str:
-    """How an ACL names a topic: a per-tenant family by its prefix (``agent.results.``)."""
-    family = topology.BY_NAME.get(topic)
-    return f"{topic}." if family is not None and family.per_tenant else topic
 
 
 def deployed(overlay: str) -> set[str]:
@@ -353,26 +358,32 @@ def test_each_consumer_reads_only_its_topics_and_group_and_writes_nothing(overla
                 n for (kind, n), ops in allowed.items() if kind == "topic" and "Describe" in ops}
         else:
             assert not others, name
-        # At start a service checks that every topic it names exists (ensure_topics).
-        assert consumed | set(map(acl_name, emitted)) <= {n for (kind, n), ops in allowed.items()
-                                      if kind == "topic" and "Describe" in ops}, name
+        # At start a service checks that every topic it names exists (ensure_topics); a
+        # tenant's results topic is not checked: the relay creates it when first written.
+        named = {topic for topic in consumed | emitted if "{tenant}" not in topic}
+        assert named <= {n for (kind, n), ops in allowed.items()
+                         if kind == "topic" and "Describe" in ops}, name
 
 
 def test_only_the_relay_writes_what_services_emit(overlay, objects):
     users = of_kind(objects, "KafkaUser")
     emitted = set().union(*(CONSUMERS[name][1] for name in deployed(overlay) & set(CONSUMERS)))
     relay = acls(users["intentledger-relay"])
-    assert {n for (kind, n), ops in relay.items() if "Write" in ops} == set(map(acl_name, emitted))
+    assert {n for (kind, n), ops in relay.items() if "Write" in ops} == set(map(as_acl, emitted))
     assert not any("Read" in ops for ops in relay.values())
+    # Create only where it creates a new tenant's topic on first use.
+    assert {n for (kind, n), ops in relay.items() if "Create" in ops} == {
+        as_acl(topology.BY_NAME[topology.AGENT_RESULTS].address)}
     writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
-    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-agent-acme",
-                       "intentledger-query"}
+    assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-query",
+                       *AGENT_USERS}
     assert acls(users["intentledger-query"]) == {  # the console's resolve form, and nothing else
         ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
     assert {n for (_, n), ops in operator.items() if "Write" in ops} == OPERATOR_TOPICS
-    assert {n for (_, n), ops in acls(users["intentledger-agent-acme"]).items() if "Write" in ops} == {
-        _intake.proposals_topic}
+    for agent in AGENT_USERS:
+        assert {n for (_, n), ops in acls(users[agent]).items() if "Write" in ops} == {
+            _intake.proposals_topic}
     keda = acls(users["intentledger-keda"])
     assert set().union(*keda.values()) == {"Describe"}
     assert {n for kind, n in keda if kind == "group"} == {
@@ -394,21 +405,47 @@ def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overl
                         for acl in wanted for operation in acl.operations}, name
 
 
-KAFKA_USERS = {topology.RELAY: "intentledger-relay", topology.OPERATORS: "intentledger-operator",
-               topology.CONSOLE: "intentledger-query", topology.AGENTS: "intentledger-agent-acme"}
-"""The Kafka user of each writer the topology names (downstream systems bring their own)."""
+KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},
+               topology.CONSOLE: {"intentledger-query"}, topology.AGENTS: set(AGENT_USERS)}
+"""The Kafka users of each writer the topology names (downstream systems bring their own)."""
 
 
 def test_who_may_write_each_topic_is_who_the_topology_says(overlay, objects):
     users, running = of_kind(objects, "KafkaUser"), deployed(overlay)
     for topic in topology.TOPICS:
         writers = {name for name, user in users.items()
-                   if "Write" in acls(user).get(("topic", acl_name(topic.name)), set())}
+                   if "Write" in acls(user).get(("topic", as_acl(topic.address)), set())}
         through_outbox = any(producer in topology.OUTBOX_PRODUCERS and producer in running
                              for producer in topic.producers)
-        expected = {KAFKA_USERS[writer] for writer in topic.kafka_writers
-                    if writer in KAFKA_USERS and (writer != topology.RELAY or through_outbox)}
+        expected = set().union(*(KAFKA_USERS[writer] for writer in topic.kafka_writers
+                                 if writer in KAFKA_USERS
+                                 and (writer != topology.RELAY or through_outbox)))
         assert writers == expected, topic.name
+
+
+def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
+    """Read on exactly its own results topic, by a LITERAL ACL (a prefixed agent.results.acme
+    would match agent.results.acme2), Write on proposals, no group, nothing more."""
+    users = of_kind(objects, "KafkaUser")
+    every_tenants = {topology.results_topic(tenant) for tenant in EXAMPLE_TENANTS}
+    for agent, tenant in AGENT_USERS.items():
+        entries = users[agent]["spec"]["authorization"]["acls"]
+        assert {(a["resource"]["type"], a["resource"]["name"], a["resource"]["patternType"],
+                 tuple(sorted(a["operations"]))) for a in entries} == {
+            ("topic", topology.results_topic(tenant), "literal", ("Describe", "Read")),
+            ("topic", _intake.proposals_topic, "literal", ("Describe", "Write"))}
+        readable = {n for (kind, n), ops in acls(users[agent]).items() if "Read" in ops}
+        assert readable & every_tenants == {topology.results_topic(tenant)}
+    readers = {name for name, user in users.items()
+               if any(n.startswith(topology.AGENT_RESULTS) and "Read" in ops
+                      for (kind, n), ops in acls(user).items())}
+    assert readers == set(AGENT_USERS), "nobody else reads any tenant's answers"
+
+
+def test_each_example_tenants_results_topic_has_the_familys_partitions(objects):
+    topics = {t["spec"]["topicName"]: t["spec"] for t in of_kind(objects, "KafkaTopic").values()}
+    for tenant in EXAMPLE_TENANTS:
+        assert topics[topology.results_topic(tenant)]["partitions"] == topology.RESULTS_PARTITIONS
 
 
 def test_every_kafka_client_logs_in_as_its_own_user(objects):

@@ -71,7 +71,7 @@ def test_the_settings_default_to_the_topology_names():
     assert set(consumers()) == set(ROUTES)
     for service, (consumed, emitted) in consumers().items():
         assert consumed == set(ROUTES[service]), service
-        declared = {topic.name for topic in topology.TOPICS if service in topic.producers}
+        declared = {topic.address for topic in topology.TOPICS if service in topic.producers}
         assert declared - tool_topics == emitted - tool_topics, service
 
 
@@ -97,7 +97,7 @@ def test_the_asyncapi_channels_are_the_topology_with_one_channel_for_every_tool_
                 for m in channel["messages"].values()}
         channels[channel["address"]] = {ref.removeprefix("./") for ref in refs}
     tool_topics = {topology.EFFECTS_WALLET, topology.EFFECTS_WAREHOUSE}
-    expected = {topic.name: {topic.schema} for topic in topology.TOPICS
+    expected = {topic.address: {topic.schema} for topic in topology.TOPICS
                 if topic.name not in tool_topics}
     expected["{toolTopic}"] = {topology.BY_NAME[topology.EFFECTS_WALLET].schema}
     assert channels == expected

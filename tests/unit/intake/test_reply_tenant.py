@@ -1,0 +1,37 @@
+"""Whose results topic a message refused whole is answered on: the tenant its body names, else
+the one a verified signature names, else nobody's (dead-lettered). Never a topic a tenant id
+that is no DNS label would make."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from services.proposal_intake.handlers import reply_tenant
+from services.proposal_intake.limits import ReplyAddress, reply_address
+from shared.identity.signatures import SignedBy
+
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def signed_for(tenant: str) -> SignedBy:
+    return SignedBy("user-42", tenant, "k1", NOW, NOW)
+
+
+def test_the_tenant_the_body_names_even_when_the_signature_is_for_another():
+    """Its agent reads there; the answer carries only the sender's own content."""
+    address = reply_address({"run_id": "r", "tenant_id": "acme"})
+    assert reply_tenant(signed_for("globex"), address) == "acme"
+    assert reply_tenant(None, address) == "acme"
+
+
+@pytest.mark.parametrize("claimed", [None, "Acme", "acme.eu", "acme_eu", 7, ""])
+def test_a_body_naming_no_valid_tenant_is_answered_to_the_verified_signers(claimed):
+    address = reply_address({"run_id": "r", "tenant_id": claimed})
+    assert reply_tenant(signed_for("globex"), address) == "globex"
+
+
+@pytest.mark.parametrize("signed", [None, signed_for("Globex"), signed_for("globex.eu")])
+def test_with_neither_there_is_no_topic_to_answer_on(signed):
+    assert reply_tenant(signed, ReplyAddress("r", ())) is None

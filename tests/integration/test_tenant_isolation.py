@@ -75,6 +75,18 @@ async def test_a_tenant_never_receives_another_tenants_answers(secure_kafka):
                   TopicAuthorizationFailedError)
 
 
+async def test_a_tenant_never_reads_the_proposals_other_tenants_send(secure_kafka):
+    """It writes proposals; reading them would show every tenant's calls and arguments."""
+    theirs = marker()
+    async with secure_kafka.producer(GLOBEX) as producer:
+        await producer.send_and_wait(topology.AGENT_PROPOSALS, theirs)
+
+    with pytest.raises(TopicAuthorizationFailedError):  # it may Describe it (to produce), not Read
+        await secure_kafka.read(topology.AGENT_PROPOSALS, ACME, until=carrying(theirs))
+    assert carrying(theirs)(await secure_kafka.read(topology.AGENT_PROPOSALS, "proposal-intake",
+                                                    until=carrying(theirs)))
+
+
 async def test_a_literal_acl_does_not_reach_a_tenant_whose_name_extends_it(secure_kafka):
     """``agent.results.acme2`` belongs to another tenant: a PREFIXED ACL would have let acme in."""
     lookalike, theirs = results_topic(f"acme{uuid.uuid4().hex[:4]}"), marker()

@@ -20,7 +20,8 @@ The rules, in the topology's words:
   LITERAL name, since the prefix ``agent.results.acme`` would also match
   ``agent.results.acme2``; it reads without a consumer group, so it holds no group ACL;
 - the projection's health sampler reads every service group's lag: Describe on those groups
-  and on every topic they consume, nothing more.
+  and on every topic they consume, nothing more; so does KEDA's scaler in Kubernetes, for the
+  groups of the services that run there.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ WRITE = ("Write", "Describe")
 DESCRIBE = ("Describe",)
 HEALTH_SAMPLER = "projection"
 """The service whose health sampler reads every consumer group's lag."""
-OPERATOR, AGENT_PREFIX = "operator", "agent-"
+OPERATOR, AGENT_PREFIX, SCALER = "operator", "agent-", "keda"
 
 
 def agent_user(tenant: str) -> str:
@@ -54,11 +55,13 @@ class Acl:
 
 
 def kafka_users(deployed: Collection[str], tool_topics: Iterable[str] = (),
-                tenants: Iterable[str] = ()) -> dict[str, tuple[Acl, ...]]:
+                tenants: Iterable[str] = (), *, scaler: bool = False
+                ) -> dict[str, tuple[Acl, ...]]:
     """Per Kafka user (a service's name, ``relay``, ``operator``, ``query``, ``agent-<tenant>``),
     its ACLs. ``deployed``: the services that run (the relay writes only what a running outbox
     producer emits); ``tool_topics``: the registry's Kafka tool topics, which the dispatcher
-    emits beside the topology's."""
+    emits beside the topology's; ``scaler``: also ``keda``, Kubernetes' autoscaler, which reads
+    the lag of every running service's groups (Describe on them and what they consume)."""
     tools = tuple(sorted(set(tool_topics)))
     users = {service: _consumer(service, tools) for service in topology.CONSUMER_GROUPS
              if service in deployed}
@@ -68,6 +71,8 @@ def kafka_users(deployed: Collection[str], tool_topics: Iterable[str] = (),
         users[topology.CONSOLE] = _writes(topology.CONSOLE)
     for tenant in tenants:
         users[agent_user(tenant)] = _agent(tenant)
+    if scaler:
+        users[SCALER] = _scaler(deployed)
     return {user: tuple(sorted(acls)) for user, acls in users.items()}
 
 
@@ -100,6 +105,14 @@ def _relay(deployed: Collection[str], tools: tuple[str, ...]) -> list[Acl]:
     if "dispatcher" in deployed:
         acls += [Acl("topic", name, operations=WRITE) for name in tools]
     return acls
+
+
+def _scaler(deployed: Collection[str]) -> list[Acl]:
+    groups = [group for service in topology.CONSUMER_GROUPS if service in deployed
+              for group in topology.groups_of(service)]
+    consumed = [name for group in groups for name in topology.consumed_by(group)]
+    return list(dict.fromkeys([*(Acl("topic", name) for name in consumed),
+                               *(Acl("group", group) for group in groups)]))
 
 
 def _writes(writer: str) -> list[Acl]:

@@ -395,8 +395,8 @@ def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overl
     (``shared.kafka_users``): local and Kubernetes ACLs cannot drift apart. KEDA's scaler is
     Kubernetes' alone."""
     users = of_kind(objects, "KafkaUser")
-    derived = kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS)
-    assert set(users) == {f"intentledger-{name}" for name in derived} | {"intentledger-keda"}
+    derived = kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS, scaler=True)
+    assert set(users) == {f"intentledger-{name}" for name in derived}
     for name, wanted in derived.items():
         held = {(acl["resource"]["type"], acl["resource"]["name"], acl["resource"]["patternType"],
                  operation) for acl in users[f"intentledger-{name}"]["spec"]["authorization"]["acls"]

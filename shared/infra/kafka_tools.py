@@ -56,8 +56,8 @@ class Tools:
     def add_user(self, user: str, password: str) -> None:
         """A user added after the data directory was formatted (a newer topology, a new
         tenant). ConfigCommand takes SCRAM passwords on its command line only (its config
-        file form refuses them), so for the second it runs the password shows in the process
-        list of this machine; the users known at format time never do."""
+        file form refuses them), as ``kafka-storage format --add-scram`` does: for the second
+        either runs, the password shows in this machine's process list."""
         self.run("kafka.admin.ConfigCommand", "--alter", "--entity-type", "users",
                  "--entity-name", user, "--add-config", f"{MECHANISM}=[password={password}]")
 

@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import (GroupAuthorizationFailedError, KafkaConnectionError,
                              TopicAuthorizationFailedError)
 
@@ -111,6 +112,42 @@ async def test_a_tenant_cannot_write_any_topic_but_proposals(secure_kafka, topic
             await producer.send_and_wait(topic, forged)
     assert not carrying(forged)(await secure_kafka.read(topic, ADMIN, until=carrying(forged),
                                                         timeout_s=2))
+
+
+@pytest.mark.parametrize("topic", INTERNAL)
+async def test_a_tenant_cannot_read_the_ledger_every_tenants_intents_travel_on(secure_kafka, topic):
+    async with secure_kafka.producer(ADMIN) as producer:
+        await producer.send_and_wait(topic, there := marker())
+    assert await secure_kafka.read(topic, ACME, until=carrying(there), timeout_s=3) == []
+    await refused(AIOKafkaConsumer(topic, **secure_kafka.login(ACME), group_id=None,
+                                   auto_offset_reset="earliest"), TopicAuthorizationFailedError)
+
+
+async def test_a_tenant_cannot_delete_grow_or_reconfigure_any_topic(secure_kafka):
+    """Not even its own results topic: deleting it would lose the answers it is owed."""
+    own, proposals = results_topic("acme"), topology.AGENT_PROPOSALS
+    admin = AIOKafkaAdminClient(**secure_kafka.login(ACME))
+    await admin.start()
+    try:
+        deleted = await admin.delete_topics([own, proposals])
+        with pytest.raises(TopicAuthorizationFailedError):
+            await admin.create_partitions({own: NewPartitions(16)})
+        [altered] = await admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, own, {"retention.ms": "1"})])
+    finally:
+        await admin.close()
+    denied = TopicAuthorizationFailedError.errno
+    assert [error for _, error, *_ in deleted.topic_error_codes] == [denied, denied]
+    assert [resource[0] for resource in altered.resources] == [TopicAuthorizationFailedError.errno]
+    admin = AIOKafkaAdminClient(**secure_kafka.login(ADMIN))
+    await admin.start()
+    try:
+        assert {own, proposals} <= set(await admin.list_topics())
+        [described] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, own)])
+    finally:
+        await admin.close()
+    retention = {entry[0]: entry[1] for entry in described.resources[0][4]}["retention.ms"]
+    assert retention != "1"
 
 
 @pytest.mark.parametrize("group", sorted(topology.SERVICE_GROUPS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from shared.messaging.kafka_security import client_options
 from shared.topology import RESULTS_PARTITIONS
@@ -26,12 +26,22 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int = 
         existing = set(await admin.list_topics())
         missing = [NewTopic(name, partitions, replication, topic_configs=configs or {})
                    for name in dict.fromkeys(names) if name not in existing]
-        if missing:
-            try:
-                await admin.create_topics(missing)
-            except TopicAlreadyExistsError:
-                pass  # another replica created it first
-        return [topic.name for topic in missing]
+        if not missing:
+            return []
+        try:
+            response = await admin.create_topics(missing)
+        except TopicAlreadyExistsError:
+            return []  # another replica created it first
+        # The broker answers per topic; a refusal (no Create ACL, a bad replication factor)
+        # must not pass for a creation.
+        created = []
+        for topic, code, *_ in response.topic_errors:
+            if code not in (0, TopicAlreadyExistsError.errno):
+                error = for_code(code)
+                raise error(f"creating topic {topic}")
+            if code == 0:
+                created.append(topic)
+        return created
     finally:
         await admin.close()
 

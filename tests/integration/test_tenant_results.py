@@ -14,9 +14,11 @@ import uuid
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from shared.client import ProposalClient
 from shared.identity.signatures import HEADER, sign
+from shared.messaging.admin import ensure_results_topics
 from shared.messaging.partitioning import partition_for
 from shared.topology import AGENT_PROPOSALS, RESULTS_PARTITIONS, results_topic
 from tests.support.identities import local
@@ -154,3 +156,11 @@ async def test_an_operator_adds_a_tenants_topic_ahead_of_its_first_answer(endpoi
     assert bad.returncode == 2 and "'Acme.EU'" in bad.stderr
     assert await partition_count(endpoints.kafka_bootstrap, results_topic(tenant)) == \
         RESULTS_PARTITIONS
+
+
+async def test_a_topic_the_broker_refuses_to_create_is_an_error_not_a_creation(endpoints):
+    """As a secure broker refuses a relay without Create: here, three replicas on one broker."""
+    topic = results_topic(fresh_tenant())
+    with pytest.raises(KafkaError, match=topic):
+        await ensure_results_topics(endpoints.kafka_bootstrap, [topic], replication=3)
+    assert not await topic_exists(endpoints.kafka_bootstrap, topic)

@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     infra = commands.add_parser("infra", help="local Kafka and PostgreSQL without Docker")
     infra.add_argument("action", choices=["up", "down", "status"])
     infra.add_argument("--purge", action="store_true", help="with down: delete data and logs")
+    infra.add_argument("--secure", action="store_true",
+                       help="with up: SCRAM logins and least-privilege ACLs "
+                       "(docs/configuration.md)")
 
     commands.add_parser("migrate", help="apply every service's SQL migrations")
 
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings()
     if args.command == "infra":
-        return _infra(settings, args.action, args.purge)
+        return _infra(settings, args.action, args.purge, args.secure)
     if args.command == "migrate":
         from shared.db.schemas import migrate_all
 
@@ -353,12 +356,17 @@ async def _add_tenants(settings: Settings, tenants: list[str], replicas: int) ->
     return 0
 
 
-def _infra(settings: Settings, action: str, purge: bool) -> int:
+def _infra(settings: Settings, action: str, purge: bool, secure: bool) -> int:
     from shared import infra
 
     try:
         if action == "up":
-            endpoints = infra.up(settings)
+            if secure:
+                from intentledger import secure_kafka
+
+                endpoints = infra.up(settings, secure=secure_kafka.plan(SERVED))
+            else:
+                endpoints = infra.up(settings)
             print(f"kafka:    {endpoints.kafka_bootstrap}\npostgres: {endpoints.database_url}")
         elif action == "down":
             from intentledger.demo import console as demo_console

@@ -34,11 +34,26 @@ def infra_settings() -> Settings | None:
         return
     from shared import infra
 
-    home = Path(os.environ.get("INTENTLEDGER_TEST_HOME") or ROOT / ".intentledger" / "test")
-    settings = Settings(home=home, kafka_port=0, kafka_controller_port=0, postgres_port=0)
+    settings = Settings(home=_test_home(), kafka_port=0, kafka_controller_port=0, postgres_port=0)
     infra.up(settings)
     yield settings
     infra.down(settings)
+
+
+@pytest.fixture(scope="session")
+def secure_kafka():
+    """An authorizing broker (SCRAM logins, least-privilege ACLs) and a PostgreSQL of its own,
+    under ``<test home>/secure``: started by the first test that asks, never by the others."""
+    from shared import infra
+    from tests.support import secure_kafka
+
+    broker = secure_kafka.start(_test_home())
+    yield broker
+    infra.down(broker.settings)
+
+
+def _test_home() -> Path:
+    return Path(os.environ.get("INTENTLEDGER_TEST_HOME") or ROOT / ".intentledger" / "test")
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """A single-node KRaft Kafka broker run from Maven Central jars on the local JVM.
 
 No tarball and no Docker image: ``kafka-broker.pom.xml`` names the broker's runtime
-classpath, Maven resolves it once into ``<cache_dir>/kafka-<version>/libs`` and a marker
-file says the copy is complete, so every later start skips Maven. The data directory is
+classpath, Maven resolves it once into ``<cache_dir>/kafka-<version>-<pom digest>/libs`` and a
+marker file says the copy is complete, so every later start skips Maven; a changed pom
+resolves into a folder of its own, never under a broker running from the old one. The data directory is
 formatted exactly once; its ``meta.properties`` is the source of truth for the cluster id,
 because formatting again would need the same id or fail.
 """
@@ -10,6 +11,7 @@ because formatting again would need the same id or fail.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import subprocess
@@ -18,8 +20,9 @@ import uuid
 from pathlib import Path
 
 from shared.config import Settings
-from shared.infra import processes
+from shared.infra import kafka_secure, processes
 from shared.infra.errors import InfraError
+from shared.infra.kafka_credentials import Credentials
 from shared.infra.prerequisites import require
 
 HERE = Path(__file__).parent
@@ -39,7 +42,8 @@ def config_file(home: Path) -> Path:
 
 def ensure_jars(settings: Settings) -> Path:
     """The broker's classpath directory, resolved with Maven only if no complete copy exists."""
-    root = settings.cache_dir.expanduser().resolve() / f"kafka-{settings.kafka_version}"
+    pom = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+    root = settings.cache_dir.expanduser().resolve() / f"kafka-{settings.kafka_version}-{pom}"
     libs, complete = root / "libs", root / "COMPLETE"
     if complete.exists():
         return libs
@@ -78,33 +82,42 @@ def new_cluster_id() -> str:
     return text
 
 
-def start(settings: Settings, home: Path, port: int, controller_port: int) -> tuple[int, str]:
-    """Write the config, format the data dir if new, launch the broker; returns (pid, cluster id)."""
-    java, libs = _java(), ensure_jars(settings)
+def start(settings: Settings, home: Path, port: int, controller_port: int,
+          secure: Credentials | None = None) -> tuple[int, str]:
+    """Write the config, format the data dir if new, launch the broker; returns (pid, cluster id).
+
+    ``secure``: SASL/SCRAM listeners and the authorizer (``kafka_secure``), every user of the
+    credentials created with the data directory."""
+    runtime, libs = java(), ensure_jars(settings)
     config = config_file(home)
-    config.write_text(_properties(data_dir(home), port, controller_port))
+    access = (_plain(port, controller_port) if secure is None
+              else kafka_secure.listeners(port, controller_port, secure))
+    config.touch(mode=0o600)
+    os.chmod(config, 0o600)  # the secure listeners' passwords
+    config.write_text(access + _properties(data_dir(home), controller_port))
     cluster_id = recorded_cluster_id(home)
     if cluster_id is None:
         cluster_id = new_cluster_id()
-        _format(java, libs, config, cluster_id)
+        _format(runtime, libs, config, cluster_id,
+                kafka_secure.format_arguments(secure) if secure is not None else [])
     logs = settings.logs_dir.resolve()
     pid = processes.spawn(
-        [java, *JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG4J2}", f"-Dkafka.logs.dir={logs}",
+        [runtime, *JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG4J2}", f"-Dkafka.logs.dir={logs}",
          "-cp", f"{libs}/*", "kafka.Kafka", str(config)],
         logs / "kafka.log", cwd=home)
     return pid, cluster_id
 
 
-def _format(java: str, libs: Path, config: Path, cluster_id: str) -> None:
+def _format(runtime: str, libs: Path, config: Path, cluster_id: str, extra: list[str]) -> None:
     result = subprocess.run(
-        [java, f"-Dlog4j2.configurationFile={LOG4J2}", "-cp", f"{libs}/*",
-         "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+        [runtime, f"-Dlog4j2.configurationFile={LOG4J2}", "-cp", f"{libs}/*",
+         "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), *extra],
         capture_output=True, text=True)
     if result.returncode != 0:
         raise InfraError(f"formatting the Kafka data dir failed: {(result.stdout + result.stderr).strip()}")
 
 
-def _java() -> str:
+def java() -> str:
     if java_home := os.environ.get("JAVA_HOME"):
         candidate = Path(java_home) / "bin" / "java"
         if candidate.exists():
@@ -112,7 +125,17 @@ def _java() -> str:
     return require("java")
 
 
-def _properties(data: Path, port: int, controller_port: int) -> str:
+def _plain(port: int, controller_port: int) -> str:
+    """Anyone on this host may do anything, and a topic is made by its first use."""
+    return f"""listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+auto.create.topics.enable=true
+"""
+
+
+def _properties(data: Path, controller_port: int) -> str:
     """Combined broker+controller on 127.0.0.1 with a static one-voter quorum.
 
     Internal topics get one partition and replica (defaults are 50 partitions and min ISR 2
@@ -124,13 +147,8 @@ def _properties(data: Path, port: int, controller_port: int) -> str:
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs={data}
 num.partitions=1
-auto.create.topics.enable=true
 default.replication.factor=1
 min.insync.replicas=1
 offsets.topic.replication.factor=1

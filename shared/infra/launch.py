@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.config import Settings
-from shared.infra import containers, kafka_local, postgres_local, processes
+from shared.infra import containers, kafka_credentials, kafka_local, postgres_local, processes
 from shared.infra.errors import InfraError
 from shared.infra.ports import choose, wait_free
 from shared.infra.prerequisites import postgres_bindir
@@ -33,15 +33,27 @@ def ours(service: ServiceState, endpoint: str | None, running: bool) -> bool:
     return service.mode == "local" and endpoint == service.endpoint and running
 
 
+def kafka_login(home: Path, state: InfraState) -> dict[str, str]:
+    """What a client of the broker we started logs in with to probe or provision it: the admin
+    of a secure broker, nothing on a plain one."""
+    if not state.kafka_secure:
+        return {}
+    return kafka_credentials.load(home).client_kwargs(kafka_credentials.ADMIN)
+
+
 def ensure_kafka(settings: Settings, home: Path, state: InfraState, taken: set[int]) -> None:
-    if settings.kafka_bootstrap and not ours(state.kafka, settings.kafka_bootstrap,
-                                             kafka_alive(state, home)):
+    external = settings.kafka_bootstrap and not ours(state.kafka, settings.kafka_bootstrap,
+                                                     kafka_alive(state, home))
+    if external and state.kafka_secure:
+        raise InfraError(f"a secure broker is started here, not taken from "
+                         f"INTENTLEDGER_KAFKA_BOOTSTRAP={settings.kafka_bootstrap}: unset it")
+    if external:
         state.kafka = ServiceState(mode="external", endpoint=settings.kafka_bootstrap,
                                    ports=state.kafka.ports)
         say(f"using existing Kafka at {settings.kafka_bootstrap}")
     elif state.kafka.mode != "external" and kafka_alive(state, home):
         say(f"Kafka already running ({_where(state.kafka)}) at {state.kafka.endpoint}")
-    elif docker_wanted(settings):
+    elif not state.kafka_secure and docker_wanted(settings):
         say("starting Kafka with testcontainers")
         container_id, bootstrap = containers.start_kafka()
         state.kafka = ServiceState(mode="docker", container_id=container_id, endpoint=bootstrap)
@@ -59,11 +71,13 @@ def start_local_kafka(settings: Settings, home: Path, state: InfraState, taken: 
     else:
         port = choose([recorded.get("kafka"), settings.kafka_port], taken)
         controller_port = choose([recorded.get("controller"), settings.kafka_controller_port], taken)
-    pid, cluster_id = kafka_local.start(settings, home, port, controller_port)
+    secure = kafka_credentials.load(home) if state.kafka_secure else None
+    pid, cluster_id = kafka_local.start(settings, home, port, controller_port, secure)
     state.kafka = ServiceState(mode="local", pid=pid, ports={"kafka": port, "controller": controller_port},
                                endpoint=f"127.0.0.1:{port}")
     state.kafka_cluster_id = cluster_id
-    say(f"started Kafka {settings.kafka_version} (local, pid {pid}) at 127.0.0.1:{port}, "
+    say(f"started Kafka {settings.kafka_version} (local{', secure' if secure else ''}, pid {pid}) "
+        f"at 127.0.0.1:{port}, "
         f"cluster {cluster_id}, log {settings.logs_dir.resolve() / 'kafka.log'}")
 
 

@@ -15,22 +15,29 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Endpoints, Settings
-from shared.infra import containers, kafka_local, postgres_local, processes
-from shared.infra.launch import ensure_kafka, ensure_postgres, kafka_alive, ours, say
+from shared.infra import containers, kafka_credentials, kafka_local, kafka_secure, postgres_local, processes
+from shared.infra.errors import InfraError
+from shared.infra.kafka_secure import SecurePlan
+from shared.infra.kafka_tools import Tools
+from shared.infra.launch import ensure_kafka, ensure_postgres, kafka_alive, kafka_login, ours, say
 from shared.infra.prerequisites import postgres_bindir
 from shared.infra.readiness import kafka_answers, postgres_answers, wait_until
 from shared.infra.state import LOCK, InfraState, locked
 
 READY_DEADLINE_S = 90.0
 """Generous: a cold JVM on two cores, plus first-time initdb, must fit."""
-PURGED = ("kafka-data", "kafka.properties", "pgdata", "pg-run", "logs", "infra.json")
+PURGED = ("kafka-data", "kafka.properties", "kafka-secure", "pgdata", "pg-run", "logs", "infra.json")
 
 
-def up(settings: Settings) -> Endpoints:
-    """Start what is not running, wait until both services answer, record the endpoints."""
+def up(settings: Settings, secure: SecurePlan | None = None) -> Endpoints:
+    """Start what is not running, wait until both services answer, record the endpoints.
+
+    ``secure``: the broker authenticates and authorizes (``kafka_secure``), provisioned with
+    the plan's users, ACLs and topics; their credentials are under ``<home>/kafka-secure``."""
     began, home = time.monotonic(), settings.home.resolve()
     with locked(home):
         state = InfraState.load(settings.infra_state_file)
+        _choose_security(home, state, secure)
         taken: set[int] = set()
         try:
             ensure_kafka(settings, home, state, taken)
@@ -38,10 +45,36 @@ def up(settings: Settings) -> Endpoints:
         finally:
             state.save(settings.infra_state_file)  # pids first, so `down` can clean up a failed start
         asyncio.run(_ready(settings, home, state))
+        if secure is not None:
+            _provision(settings, home, state, secure)
         state.endpoints = {"kafka_bootstrap": state.kafka.endpoint, "database_url": state.postgres.endpoint}
         state.save(settings.infra_state_file)
     say(f"ready in {time.monotonic() - began:.1f} s")
     return Endpoints(**state.endpoints)
+
+
+def _choose_security(home: Path, state: InfraState, secure: SecurePlan | None) -> None:
+    """A data directory keeps the mode it was formatted in: its users and ACLs live in it."""
+    formatted = kafka_local.recorded_cluster_id(home) is not None
+    if formatted and state.kafka_secure != (secure is not None):
+        mode = "secure" if state.kafka_secure else "plain"
+        raise InfraError(f"the Kafka data in {home} was made {mode}: "
+                         f"run `infra up{' --secure' if state.kafka_secure else ''}`, "
+                         "or `infra down --purge` first")
+    if secure is not None:
+        kafka_credentials.ensure(home, secure.users)
+        state.kafka_secure = True
+
+
+def _provision(settings: Settings, home: Path, state: InfraState, plan: SecurePlan) -> None:
+    bootstrap = state.kafka.endpoint
+    assert bootstrap is not None
+    credentials = kafka_credentials.load(home)
+    tools = Tools(kafka_local.java(), kafka_local.ensure_jars(settings), home, bootstrap,
+                  kafka_local.LOG4J2)
+    kafka_credentials.write_client_files(home, credentials, bootstrap)
+    say(f"secure Kafka: {kafka_secure.provision(tools, credentials, plan, bootstrap)}; "
+        f"credentials in {kafka_credentials.folder(home)}")
 
 
 def down(settings: Settings, purge: bool = False) -> None:
@@ -74,7 +107,7 @@ def status(settings: Settings) -> dict[str, dict[str, Any]]:
     home = settings.home.resolve()
     state = InfraState.load(settings.infra_state_file)
     views = {"kafka": _kafka_view(settings, home, state), "postgres": _postgres_view(settings, home, state)}
-    ready = asyncio.run(_probe(views))
+    ready = asyncio.run(_probe(views, kafka_login(home, state)))
     return {name: {"mode": mode, "pid": pid, "alive": alive, "ready": ready[name], "endpoint": endpoint}
             for name, (mode, pid, alive, endpoint) in views.items()}
 
@@ -99,11 +132,13 @@ def _postgres_view(settings: Settings, home: Path, state: InfraState) -> View:
     return "local", serving[0] if serving else None, serving is not None, state.postgres.endpoint
 
 
-async def _probe(views: dict[str, View]) -> dict[str, bool]:
+async def _probe(views: dict[str, View], login: dict[str, str]) -> dict[str, bool]:
     async def answers(name: str, alive: bool | None, endpoint: str | None) -> bool:
         if alive is False or not endpoint:
             return False
-        return await (kafka_answers if name == "kafka" else postgres_answers)(endpoint)
+        if name == "kafka":
+            return await kafka_answers(endpoint, login=login)
+        return await postgres_answers(endpoint)
 
     results = await asyncio.gather(*(answers(name, view[2], view[3]) for name, view in views.items()))
     return dict(zip(views, results, strict=True))
@@ -118,8 +153,9 @@ async def _ready(settings: Settings, home: Path, state: InfraState) -> None:
             await postgres_local.ensure_database(postgres.ports["postgres"], settings.database_name)
         await wait_until(lambda: postgres_answers(postgres.endpoint), "PostgreSQL", READY_DEADLINE_S)
 
+    login = kafka_login(home, state)
     await asyncio.gather(
-        wait_until(lambda: kafka_answers(kafka.endpoint), "Kafka", READY_DEADLINE_S,
+        wait_until(lambda: kafka_answers(kafka.endpoint, login=login), "Kafka", READY_DEADLINE_S,
                    alive=(lambda: kafka_alive(state, home)) if kafka.mode == "local" else None,
                    log_hint=kafka_log if kafka.mode == "local" else ""),
         postgres_ready())

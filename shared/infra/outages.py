@@ -20,7 +20,7 @@ from typing import Literal
 from shared.config import Settings
 from shared.infra import kafka_local, postgres_local, processes
 from shared.infra.errors import InfraError
-from shared.infra.launch import kafka_alive, say, start_local_kafka, start_local_postgres
+from shared.infra.launch import kafka_alive, kafka_login, say, start_local_kafka, start_local_postgres
 from shared.infra.prerequisites import postgres_bindir
 from shared.infra.readiness import kafka_answers, postgres_answers, wait_until
 from shared.infra.state import InfraState, locked
@@ -49,7 +49,9 @@ def start_kafka(settings: Settings) -> str:
         if not kafka_alive(state, home):
             start_local_kafka(settings, home, state, taken=None)
             state.save(settings.infra_state_file)
-        asyncio.run(wait_until(lambda: kafka_answers(state.kafka.endpoint), "Kafka", START_DEADLINE_S,
+        login = kafka_login(home, state)
+        asyncio.run(wait_until(lambda: kafka_answers(state.kafka.endpoint, login=login), "Kafka",
+                               START_DEADLINE_S,
                                alive=lambda: kafka_alive(state, home),
                                log_hint=f"; see {settings.logs_dir.resolve() / 'kafka.log'}"))
     return state.kafka.endpoint

@@ -5,8 +5,9 @@ PostgreSQL when ``pg_isready`` says it accepts connections and ``SELECT 1`` runs
 application's database. Each wait has a deadline and gives up early when the process
 we started has died, pointing at its log instead of timing out silently.
 
-The brokers probed here are those ``infra up`` started, on PLAINTEXT listeners: a deployment's
-Kafka security settings (``shared.messaging.kafka_security``) do not apply to them.
+The brokers probed here are those ``infra up`` started: a plain one on its PLAINTEXT listener, a
+secure one as its admin (``login``); a deployment's Kafka security settings
+(``shared.messaging.kafka_security``) do not apply to them.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from shared.infra.errors import InfraError
 Alive = Callable[[], bool]
 
 
-async def kafka_answers(bootstrap: str, timeout: float = 3.0) -> bool:
+async def kafka_answers(bootstrap: str, timeout: float = 3.0, login: dict[str, str] | None = None
+                        ) -> bool:
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     if not await _port_open(host, int(port), timeout):
         return False  # spares aiokafka's connection-error logging while the broker boots
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000),
+                                **(login or {}))
     try:
         await asyncio.wait_for(_list_topics(admin), timeout)
         return True

@@ -35,6 +35,9 @@ class InfraState(BaseModel):
     kafka: ServiceState = Field(default_factory=ServiceState)
     postgres: ServiceState = Field(default_factory=ServiceState)
     kafka_cluster_id: str | None = None
+    kafka_secure: bool = False
+    """The broker authenticates and authorizes (``infra up --secure``); fixed when its data
+    directory is formatted, as its users and ACLs live there."""
 
     @classmethod
     def load(cls, path: Path) -> InfraState:

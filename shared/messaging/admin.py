@@ -15,10 +15,12 @@ RESULTS_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
 async def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int = 8,
-                        replication: int = 1, configs: dict[str, str] | None = None) -> list[str]:
+                        replication: int = 1, configs: dict[str, str] | None = None,
+                        login: dict[str, str] | None = None) -> list[str]:
     """Partitions are keyed by run id; more partitions = more parallel consumers per group.
-    Returns the topics this call created (none when they all existed)."""
-    admin = AIOKafkaAdminClient(**client_options(bootstrap))
+    Returns the topics this call created (none when they all existed). ``login``: another
+    identity's security settings than this process's (the admin of ``infra up --secure``)."""
+    admin = AIOKafkaAdminClient(**{**client_options(bootstrap), **(login or {})})
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -45,9 +47,10 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int = 
 
 
 async def ensure_results_topics(bootstrap: str, names: Iterable[str],
-                                replication: int = 1) -> list[str]:
+                                replication: int = 1, login: dict[str, str] | None = None
+                                ) -> list[str]:
     """Tenants' results topics, all alike: ``RESULTS_PARTITIONS`` partitions, a week's
     retention, and an acknowledged answer on all replicas but one (``acks=all``)."""
     return await ensure_topics(bootstrap, names, RESULTS_PARTITIONS, replication, {
         "retention.ms": str(RESULTS_RETENTION_MS), "cleanup.policy": "delete",
-        "min.insync.replicas": str(max(1, replication - 1))})
+        "min.insync.replicas": str(max(1, replication - 1))}, login)

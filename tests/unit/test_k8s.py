@@ -22,6 +22,7 @@ from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
+from shared.kafka_users import kafka_users
 from shared.topology import EFFECT_RECEIPTS
 from tests.support.deployment import (cli_grammar, consumers, defaults, example_tool_topics,
                                       known_env_names)
@@ -387,6 +388,21 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
     assert set().union(*keda.values()) == {"Describe"}
     assert {n for kind, n in keda if kind == "group"} == {
         group for name in deployed(overlay) & set(CONSUMERS) for group in topology.groups_of(name)}
+
+
+def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overlay, objects):
+    """The derivation ``infra up --secure`` provisions the local broker with
+    (``shared.kafka_users``): local and Kubernetes ACLs cannot drift apart. KEDA's scaler is
+    Kubernetes' alone."""
+    users = of_kind(objects, "KafkaUser")
+    derived = kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS, scaler=True)
+    assert set(users) == {f"intentledger-{name}" for name in derived}
+    for name, wanted in derived.items():
+        held = {(acl["resource"]["type"], acl["resource"]["name"], acl["resource"]["patternType"],
+                 operation) for acl in users[f"intentledger-{name}"]["spec"]["authorization"]["acls"]
+                for operation in acl["operations"]}
+        assert held == {(acl.resource, acl.name, acl.pattern, operation)
+                        for acl in wanted for operation in acl.operations}, name
 
 
 KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},

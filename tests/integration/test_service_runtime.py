@@ -17,6 +17,7 @@ import pytest
 from shared.db.schemas import migrate_service
 from downstreams.wallet.repository import SCHEMA as WALLET
 from tests.integration.test_wallet import WalletRun, request, send
+from shared.infra.postgres_local import login_url
 from tests.support.dispatch import Stage, dispatcher_stage
 from tests.support.http_effects import free_port
 from tests.support.kafka import committed, create_topic, unique_topic, wait_for
@@ -68,8 +69,10 @@ def environments(stage: Stage, relay_schema: str) -> dict[str, dict[str, str]]:
                    "INTENTLEDGER_WALLET_REPLY_TOPIC": stage.receipts},
         "warehouse": {"INTENTLEDGER_WAREHOUSE_REQUEST_TOPIC": stage.warehouse_topic,
                       "INTENTLEDGER_WAREHOUSE_REPLY_TOPIC": stage.receipts},
-        # No Kafka at all (as in Kubernetes, where no network policy lets it reach one).
-        "query": {"INTENTLEDGER_QUERY_PORT": "0", "INTENTLEDGER_KAFKA_BOOTSTRAP": "127.0.0.1:9"},
+        # No Kafka at all (as in Kubernetes, where no network policy lets it reach one), and
+        # its own login, which row-level security binds (it refuses the superuser).
+        "query": {"INTENTLEDGER_QUERY_PORT": "0", "INTENTLEDGER_KAFKA_BOOTSTRAP": "127.0.0.1:9",
+                  "INTENTLEDGER_DATABASE_URL": login_url(stage.endpoints.database_url)},
     }
 
 

@@ -21,6 +21,7 @@ from shared.infra.kafka_credentials import ADMIN
 from shared.infra.kafka_tools import bindings
 from shared.kafka_users import agent_user
 from shared.topology import results_topic
+from tests.support.secure_kafka import refused
 
 pytestmark = pytest.mark.infra
 ACME, GLOBEX = agent_user("acme"), agent_user("globex")
@@ -35,17 +36,6 @@ def marker() -> bytes:
 
 def carrying(value: bytes):
     return lambda records: any(record.value == value for record in records)
-
-
-async def refused(consumer: AIOKafkaConsumer, *errors: type[Exception]) -> None:
-    """The broker refuses ``consumer`` with one of ``errors``: at start (the topic's metadata)
-    or at its first fetch or group join."""
-    try:
-        with pytest.raises(errors):
-            await consumer.start()
-            await consumer.getmany(timeout_ms=5000)
-    finally:
-        await consumer.stop()
 
 
 async def test_a_tenant_writes_proposals_and_reads_its_own_answers(secure_kafka):

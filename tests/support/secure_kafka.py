@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from intentledger import secure_kafka
@@ -96,3 +97,14 @@ def start(test_home: Path) -> SecureKafka:
     plan = secure_kafka.plan(SERVED, TENANTS)
     endpoints = infra.up(settings, secure=plan)
     return SecureKafka(settings, endpoints, plan, kafka_credentials.load(settings.home.resolve()))
+
+
+async def refused(consumer: AIOKafkaConsumer, *errors: type[Exception]) -> None:
+    """The broker refuses ``consumer`` with one of ``errors``: at start (the topic's metadata)
+    or at its first fetch or group join."""
+    try:
+        with pytest.raises(errors):
+            await consumer.start()
+            await consumer.getmany(timeout_ms=5000)
+    finally:
+        await consumer.stop()

@@ -22,7 +22,7 @@ from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
-from shared.kafka_users import kafka_users
+from shared.kafka_users import kafka_users, quotas
 from shared.topology import EFFECT_RECEIPTS
 from tests.support.deployment import (cli_grammar, consumers, defaults, example_tool_topics,
                                       known_env_names)
@@ -403,6 +403,20 @@ def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overl
                 for operation in acl["operations"]}
         assert held == {(acl.resource, acl.name, acl.pattern, operation)
                         for acl in wanted for operation in acl.operations}, name
+
+
+def test_every_kafka_user_holds_the_quota_derived_for_it(overlay, objects):
+    """As ``infra up --secure`` sets them on the local broker: every tenant's agent user has
+    the agents' quota, in Strimzi's names (``producer_byte_rate`` is ``producerByteRate``);
+    the deployment's own users have none (their rates are the pipeline's)."""
+    users = of_kind(objects, "KafkaUser")
+    derived = quotas(kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS))
+    assert {name for name, user in users.items() if "quotas" in user["spec"]} == {
+        f"intentledger-{name}" for name in derived}
+    for name, quota in derived.items():
+        assert users[f"intentledger-{name}"]["spec"]["quotas"] == {
+            re.sub(r"_(\w)", lambda m: m.group(1).upper(), config): value
+            for config, value in quota.configs().items()}, name
 
 
 KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},

@@ -128,6 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     tenants_add.add_argument("--replicas", type=int, default=1,
                              help="replication factor (3 in a production cluster)")
 
+    tools = commands.add_parser("tools", help="the tool registry, for agents")
+    tools_actions = tools.add_subparsers(dest="tools_action", required=True)
+    tools_export = tools_actions.add_parser("export", help="the registry's tools as a model "
+                                            "provider's tool definitions (JSON on stdout)")
+    tools_export.add_argument("--format", required=True,
+                              choices=["openai", "openai-responses", "anthropic", "mcp", "catalog"],
+                              help="catalog: the neutral form clients export from")
+    tools_export.add_argument("--registry", metavar="FILE",
+                              help="a registry file (default: the intake's)")
+
     _operator_commands(commands)
 
     args = parser.parse_args(argv)
@@ -172,6 +182,16 @@ def main(argv: list[str] | None = None) -> int:
         return _generate_key(args.kid, args.curve, args.out)
     if args.command == "tenants":
         return asyncio.run(_add_tenants(settings, args.tenants, args.replicas))
+    if args.command == "tools":
+        from intentledger.tool_definitions import export_command
+        from shared.tools.definitions import NotExportable
+
+        try:
+            print(export_command(args.format, args.registry))
+        except NotExportable as error:
+            print(f"intentledger tools export: {error}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "chaos":
         from intentledger.chaos.cli import chaos_run
 

@@ -39,3 +39,26 @@ def test_a_services_replicas_share_its_budget_and_the_worst_overrun_comes_first(
 def test_a_step_that_settled_nothing_has_no_cpu_per_proposal():
     budget = step_budget(cpu(postgres=5.0), KINDS, None, settled=0)
     assert budget == {"per_settled": {}, "over": []}
+
+
+def run(passed=True, sustained=30, statements=85.0, rates=(10, 20)):
+    return {"passed": passed, "sustained_proposals_per_s": sustained, "p50_ms": 80.0,
+            "p99_ms": None, "proposals_per_cpu_s": 15.0,
+            "steps": [{"phase": "ramp", "rate_per_s": rate, "budget": {"per_settled": {
+                "statements": {"measured": statements, "budget": 25.0, "over": True}}}}
+                for rate in rates] + [{"phase": "latency", "rate_per_s": 10, "budget": {
+                    "per_settled": {"commits": {"measured": 1.0}}}}]}
+
+
+def test_an_ab_reports_the_median_of_b_over_the_median_of_a_per_figure():
+    from bench.e2e.compare import compare
+
+    report = compare({"A": [run(sustained=30), run(sustained=40)],
+                      "B": [run(sustained=70, statements=42.5, rates=(10,))]},
+                     ref="main", bench_args=["--quick"])
+    figures = report["figures"]
+    assert figures["sustained_proposals_per_s"] == {"a": [30, 40], "b": [70], "b_over_a": 2.0}
+    assert figures["at 10/s: statements"]["b_over_a"] == 0.5
+    assert "at 20/s: statements" not in figures  # B never ran that step: nothing to compare
+    assert figures["p99_ms"]["b_over_a"] is None  # not measured is not a ratio
+    assert not any("commits" in name for name in figures)  # the latency phase is not a ramp step

@@ -1,6 +1,7 @@
 """OTLP export, against an in-process OTLP/gRPC receiver: with ``INTENTLEDGER_OTLP=1`` a process's
 spans and metrics reach the collector its ``OTEL_EXPORTER_OTLP_ENDPOINT`` names, labelled with
-the service; without it nothing is exported; an exporter protocol that is not installed is
+the service, while Prometheus' exposition keeps them too; without it nothing is exported and
+metrics stay readable at ``/metrics``; an exporter protocol that is not installed is
 refused instead of exporting nowhere."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from shared.telemetry import TelemetrySettings, providers
@@ -24,6 +27,12 @@ class Received:
     """(service.name, span name)"""
     metrics: list[tuple[str, str]] = field(default_factory=list)
     """(service.name, metric name)"""
+
+
+def scraped(registry: CollectorRegistry, sample: str) -> list[float]:
+    """The values of one sample name in the exposition Prometheus would scrape."""
+    return [item.value for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for item in family.samples if item.name == sample]
 
 
 def _service(resource) -> str:
@@ -69,11 +78,13 @@ def test_spans_and_metrics_reach_the_collector(collector, monkeypatch):
     monkeypatch.setenv("INTENTLEDGER_OTLP", "1")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")  # as compose sets it
-    tracer_provider, meter_provider = providers("dispatcher", TelemetrySettings())
+    registry = CollectorRegistry()
+    tracer_provider, meter_provider = providers("dispatcher", TelemetrySettings(), registry)
     try:
         with tracer_provider.get_tracer("test").start_as_current_span("ledger.authorizations process"):
             pass
         meter_provider.get_meter("test").create_counter("consumer.applied").add(3)
+        assert scraped(registry, "consumer_applied_total") == [3], "OTLP leaves /metrics as it is"
         assert tracer_provider.force_flush(10_000) and meter_provider.force_flush(10_000)
     finally:
         tracer_provider.shutdown()
@@ -82,11 +93,16 @@ def test_spans_and_metrics_reach_the_collector(collector, monkeypatch):
     assert ("dispatcher", "consumer.applied") in received.metrics
 
 
-def test_without_otlp_nothing_is_exported(monkeypatch):
+def test_without_otlp_nothing_is_exported_and_metrics_stay_readable_by_prometheus(monkeypatch):
     monkeypatch.delenv("INTENTLEDGER_OTLP", raising=False)
-    tracer_provider, meter_provider = providers("relay", TelemetrySettings())
-    assert meter_provider is None
-    assert not tracer_provider._active_span_processor._span_processors
+    registry = CollectorRegistry()
+    tracer_provider, meter_provider = providers("relay", TelemetrySettings(), registry)
+    try:
+        assert not tracer_provider._active_span_processor._span_processors
+        meter_provider.get_meter("test").create_counter("relay.published").add(2)
+        assert scraped(registry, "relay_published_total") == [2]
+    finally:
+        meter_provider.shutdown()
 
 
 def test_an_exporter_protocol_that_is_not_installed_is_refused(monkeypatch):

@@ -5,6 +5,8 @@ does not take the exposition's place."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aiohttp
 import pytest
 from opentelemetry.metrics import Observation
@@ -96,3 +98,9 @@ def test_a_reason_label_is_a_catalogued_code_or_nothing():
     assert reason_of({"reason": "run_aborted"}) == "run_aborted"
     assert reason_of({"reason": "the wallet said: insufficient funds for 4000"}) == "other"
     assert reason_of({"reason_code": None, "amount": 3}) == ""
+
+
+def test_the_operators_documentation_lists_every_metric():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    for metric in catalog.CATALOG:
+        assert f"| `{metric.prometheus}` | {metric.kind} |" in text, metric.prometheus

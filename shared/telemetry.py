@@ -6,18 +6,19 @@ Metrics are always readable by Prometheus: a pull reader fills this process's ex
 names it serves are ``shared.metric_catalog``'s. A tracer provider is always installed (trace
 ids are minted only by a real one, and events carry them across Kafka: ``shared.tracing``).
 
-With ``INTENTLEDGER_OTLP=1`` spans and metrics are also exported over OTLP/gRPC to the
-collector at ``OTEL_EXPORTER_OTLP_ENDPOINT`` (the standard variable, one endpoint for both
-signals; default ``http://localhost:4317``, ``http://`` meaning no TLS); the Prometheus reader
-stays, one meter provider feeding both. The exporters read the other standard variables
-themselves (``OTEL_EXPORTER_OTLP_HEADERS``, ``_CERTIFICATE``, ``_TIMEOUT``;
-``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default). Metrics are instruments on the global meter
+With ``INTENTLEDGER_OTLP=1`` spans, metrics and log records (``shared.log_export``) are also
+exported over OTLP/gRPC to the collector at ``OTEL_EXPORTER_OTLP_ENDPOINT`` (the standard
+variable, one endpoint for every signal; default ``http://localhost:4317``, ``http://`` meaning
+no TLS); the Prometheus reader stays, one meter provider feeding both. The exporters read the
+other standard variables themselves (``OTEL_EXPORTER_OTLP_HEADERS``, ``_CERTIFICATE``,
+``_TIMEOUT``; ``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default). Metrics are instruments on the global meter
 provider, created at import anywhere in the code: they stay no-ops until it is set.
 ``INTENTLEDGER_TRACES=console`` prints every span instead (debugging).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from opentelemetry import metrics, trace
@@ -67,10 +68,25 @@ def providers(service: str, settings: TelemetrySettings, registry: CollectorRegi
     return tracer_provider, MeterProvider(resource=resource, metric_readers=readers)
 
 
+def log_handler(service: str, settings: TelemetrySettings) -> logging.Handler | None:
+    """The handler exporting log records over OTLP, when OTLP is on (``shared.log_export``)."""
+    if not settings.otlp:
+        return None
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+    from shared.log_export import otlp_handler
+
+    return otlp_handler(Resource.create({"service.name": service}),
+                        OTLPLogExporter(endpoint=settings.otlp_endpoint))
+
+
 def install(service: str, settings: TelemetrySettings | None = None) -> None:
     """Set this process's providers; idempotent (in-process tests start several services)."""
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return
-    tracer_provider, meter_provider = providers(service, settings or TelemetrySettings())
+    settings = settings or TelemetrySettings()
+    tracer_provider, meter_provider = providers(service, settings)
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
+    if (handler := log_handler(service, settings)) is not None:
+        logging.getLogger().addHandler(handler)

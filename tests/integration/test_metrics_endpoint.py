@@ -24,7 +24,8 @@ from tests.support.pipeline import answer, debit, names, propose
 from tests.support.pipeline_stack import SCHEMAS, pipeline_stage
 from tests.support.processes import ServiceProcess
 from tests.support.wallet import new_wallet
-from tests.unit.test_monitoring import dashboard_queries, metric_names, rule_queries
+from tests.support.monitoring import dashboard_queries, rule_queries
+from tests.support.promql import metric_names
 
 pytestmark = pytest.mark.infra
 

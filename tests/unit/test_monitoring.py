@@ -6,7 +6,6 @@ that exist and reason codes of the catalog."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,40 +16,16 @@ import yaml
 from shared import metric_catalog
 from shared.contracts import authorizations, dispatch
 from shared.messaging.reason_catalog import reason_codes
+from tests.support.monitoring import (DASHBOARDS, RULE_TESTS, dashboard_queries, rule_groups,
+                                      rule_queries)
 from tests.support.promql import label_values, metric_names
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "k8s" / "base" / "monitoring" / "prometheus-rules.yaml"
-RULE_TESTS = ROOT / "tests" / "data" / "alerts.test.yaml"
-DASHBOARDS = sorted((ROOT / "deploy" / "grafana").glob("*.json"))
 EXPORTED = {series for metric in metric_catalog.CATALOG for series in metric.series}
 GRAFANA_RANGES = {"$__rate_interval": "5m", "$__range": "1h", "$__interval": "1m"}
 
 needs_promtool = pytest.mark.skipif(
     shutil.which("promtool") is None,
     reason="promtool is not installed: scripts/system-packages test (Debian's prometheus)")
-
-
-def rule_groups() -> list[dict]:
-    rule = yaml.safe_load(RULES.read_text())
-    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
-    return rule["spec"]["groups"]
-
-
-def dashboard_queries() -> dict[str, str]:
-    """``dashboard / panel / refId`` → expression."""
-    queries = {}
-    for path in DASHBOARDS:
-        dashboard = json.loads(path.read_text())
-        for panel in dashboard["panels"]:
-            assert panel["targets"], f"{path.name}: panel {panel['title']!r} has no query"
-            for target in panel["targets"]:
-                queries[f"{path.name} / {panel['title']} / {target['refId']}"] = target["expr"]
-    return queries
-
-
-def rule_queries() -> dict[str, str]:
-    return {rule["alert"]: rule["expr"] for group in rule_groups() for rule in group["rules"]}
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 from shared.client import ProposalClient
 from shared.identity.signatures import HEADER, sign
 from shared.messaging.admin import ensure_results_topics
-from shared.messaging.partitioning import partition_for
+from intentledger_client.topics import partition_for
 from shared.topology import AGENT_PROPOSALS, RESULTS_PARTITIONS, results_topic
 from tests.support.identities import local
 from tests.support.intake import answers, generic, new_run, running_intake, send

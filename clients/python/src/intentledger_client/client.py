@@ -1,0 +1,257 @@
+"""The agent's client: propose tool calls for any number of runs, concurrently, and await each
+call's settled outcome (``outcomes``) on the tenant's ``agent.results.<tenant>``.
+
+Every record is signed (``signing``): with the key given, else the one the environment names
+(``INTENTLEDGER_SIGNING_KEY``, a private JWK's JSON, or ``INTENTLEDGER_SIGNING_KEY_FILE``).
+Without a key records go unsigned, and the intake refuses them ``signature_missing`` unless
+the deployment accepts unsigned proposals for their tenant (local development only).
+
+One client is one principal acting for one tenant. It reads only that tenant's results topic
+and of it only the partitions its runs go to (``readers``); answers reach the call waiting for
+them by run, provider call id and the id of the record sent (``routing``), so a late answer to
+an earlier send that reused a call id is never taken for a new one. A timeout never guesses:
+an outcome that has not settled by then is ``pending``, with a ``Handle`` to wait on again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from intentledger_client import formats
+from intentledger_client.contracts import proposal_record_id
+from intentledger_client.outcomes import Handle, Outcome, outcome_of
+from intentledger_client.readers import PartitionReader, catch_up, partitions_of, when_it_exists
+from intentledger_client.routing import Call, Router
+from intentledger_client.signing import HEADER, PROPOSAL, SigningKey, resolve_signing_key, sign
+from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, partition_for, results_topic
+from intentledger_client.tracing import current_traceparent
+
+DEFAULT_WAIT_S = 30.0
+
+
+class Client:
+    def __init__(self, bootstrap: str, *, principal_id: str, tenant_id: str,
+                 signing_key: SigningKey | str | Path | None = None,
+                 results_family: str = AGENT_RESULTS,
+                 kafka_options: Mapping[str, Any] | None = None) -> None:
+        """``kafka_options``: aiokafka's security settings (``security_protocol``,
+        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection."""
+        self._options = {"bootstrap_servers": bootstrap, **(kafka_options or {})}
+        self.principal_id, self.tenant_id = principal_id, tenant_id
+        self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
+        self._key = resolve_signing_key(signing_key)
+        self._router = Router(on_duplicate=self._look_back)
+        self._partitions: list[int] | None = None
+        self._readers: dict[int, asyncio.Task[PartitionReader]] = {}
+        self._homeless: list[Call] = []
+        """Calls proposed while the topic did not exist: read from its start once it does."""
+        self._background: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        await self.start()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(**self._options, acks="all", enable_idempotence=True)
+        self._admin = AIOKafkaAdminClient(**self._options)
+        await self._producer.start()
+        await self._admin.start()
+        self._partitions = await partitions_of(self._admin, self.topic)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for started in self._readers.values():
+            with contextlib.suppress(Exception):
+                await (await started).stop()
+        await self._admin.close()
+        await self._producer.stop()
+
+    @property
+    def partitions(self) -> set[TopicPartition]:
+        """The partitions of the tenant's topic this client reads (its runs' only)."""
+        return {TopicPartition(self.topic, p) for p, t in self._readers.items() if t.done()}
+
+    async def call(self, run_id: str, tool: str, arguments: dict[str, Any], *, call_id: str,
+                   tool_version: str | None = None, operation_key: str | None = None,
+                   wait: float = DEFAULT_WAIT_S, settle: bool = True) -> Outcome:
+        """Propose one call and return what it came to by ``wait`` seconds."""
+        message = formats.generic(tool, arguments, call_id=call_id, tool_version=tool_version,
+                                  operation_key=operation_key)
+        [outcome] = await self.submit(run_id, message, [call_id], wait=wait, settle=settle)
+        return outcome
+
+    async def propose_openai_chat(self, run_id: str, message: dict[str, Any], *,
+                                  operation_keys: dict[str, str] | None = None,
+                                  tool_version: str | None = None, wait: float = DEFAULT_WAIT_S,
+                                  settle: bool = True) -> list[Outcome]:
+        """A Chat Completions assistant message, as the API returned it."""
+        envelope, call_ids = formats.openai_chat(message, operation_keys, tool_version)
+        return await self.submit(run_id, envelope, call_ids, wait=wait, settle=settle)
+
+    async def propose_openai_responses(self, run_id: str,
+                                       output: list[dict[str, Any]] | dict[str, Any], *,
+                                       operation_keys: dict[str, str] | None = None,
+                                       tool_version: str | None = None,
+                                       wait: float = DEFAULT_WAIT_S,
+                                       settle: bool = True) -> list[Outcome]:
+        """``response.output`` items; results pair by ``call_id`` (not the ``fc_`` item id)."""
+        envelope, call_ids = formats.openai_responses(output, operation_keys, tool_version)
+        return await self.submit(run_id, envelope, call_ids, wait=wait, settle=settle)
+
+    async def propose_anthropic(self, run_id: str, message: dict[str, Any], *,
+                                operation_keys: dict[str, str] | None = None,
+                                tool_version: str | None = None, wait: float = DEFAULT_WAIT_S,
+                                settle: bool = True) -> list[Outcome]:
+        """A Messages API assistant message, as the API returned it."""
+        envelope, call_ids = formats.anthropic(message, operation_keys, tool_version)
+        return await self.submit(run_id, envelope, call_ids, wait=wait, settle=settle)
+
+    async def submit(self, run_id: str, message: dict[str, Any], call_ids: Sequence[str], *,
+                     wait: float = DEFAULT_WAIT_S, settle: bool = True) -> list[Outcome]:
+        """Send one message of any format; one outcome per call id, in the caller's order,
+        each settled (or, with ``settle=False``, answered by the intake) by ``wait`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        calls = [Call(_handle(self, run_id, call_id, message), settle=settle)
+                 for call_id in call_ids]
+        for call in calls:
+            self._router.register(call)  # before sending: no answer can come before its call
+        try:
+            try:
+                async with asyncio.timeout(wait):
+                    await self._send(run_id, message, calls)
+            except TimeoutError:  # not acknowledged: no answer can be told apart as its own
+                return [outcome_of(call.handle, None, None) for call in calls]
+            left = max(0.0, deadline - loop.time())
+            return list(await asyncio.gather(*(call.wait(left) for call in calls)))
+        finally:
+            for call in calls:
+                self._router.unregister(call)
+
+    async def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S) -> Outcome:
+        """The outcome of a call proposed earlier, by this process or another (a ``Handle``
+        read back from JSON): its answers are read again from where the handle says."""
+        if handle.tenant_id != self.tenant_id:
+            raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client reads "
+                             f"{self.tenant_id!r}'s answers only")
+        if handle.proposal_id is None:
+            return outcome_of(handle, None, None)
+        call = Call(handle, settle=True)
+        self._router.register(call)
+        try:
+            await self._place([call], look_back_from=handle.offset)
+            return await call.wait(timeout)
+        finally:
+            self._router.unregister(call)
+
+    async def _send(self, run_id: str, message: dict[str, Any], calls: list[Call]) -> None:
+        await self._place(calls)
+        value = json.dumps({"run_id": run_id, "principal_id": self.principal_id,
+                            "tenant_id": self.tenant_id} | message).encode()
+        sent = await self._producer.send_and_wait(AGENT_PROPOSALS, value, key=run_id.encode(),
+                                                  headers=self._headers(value) or None)
+        proposal_id = proposal_record_id(AGENT_PROPOSALS, sent.partition, sent.offset,
+                                         sent.timestamp, value)
+        for call in calls:
+            self._router.sent(call, proposal_id)
+
+    def _headers(self, value: bytes) -> list[tuple[str, bytes]]:
+        """The record's signature (just before it is sent: it lives two minutes) and the
+        agent's trace, if it records one."""
+        headers = []
+        if (signature := self._signature(value)) is not None:
+            headers.append((HEADER, signature.encode()))
+        if traceparent := current_traceparent():
+            headers.append(("traceparent", traceparent.encode()))
+        return headers
+
+    def _signature(self, value: bytes) -> str | None:
+        if self._key is None:
+            return None
+        return sign(value, self._key, principal_id=self.principal_id, tenant_id=self.tenant_id,
+                    use=PROPOSAL)
+
+    async def _place(self, calls: list[Call], look_back_from: int | None = None) -> None:
+        """Have the partition of the calls' run read (all of one run); each call's handle
+        learns it and the offset its answers are from. With ``look_back_from``, what went by
+        before is read again for them from there."""
+        if self._partitions is None and not self._homeless:
+            self._partitions = await partitions_of(self._admin, self.topic)
+        if self._partitions is None:
+            if not self._homeless:
+                self._spawn(self._adopt_homeless())
+            self._homeless.extend(calls)
+            return
+        partition = partition_for(calls[0].handle.run_id.encode(), self._partitions)
+        reader = await self._reader(partition, at_end=True)
+        for call in calls:
+            call.placed(partition, reader.next_offset if look_back_from is None else None)
+        if look_back_from is not None and look_back_from < reader.next_offset:
+            self._spawn(self._catch_up(calls, reader, look_back_from))
+
+    def _reader(self, partition: int, *, at_end: bool) -> asyncio.Task[PartitionReader]:
+        if partition not in self._readers:
+            self._readers[partition] = asyncio.ensure_future(self._start_reader(partition, at_end))
+        return self._readers[partition]
+
+    async def _start_reader(self, partition: int, at_end: bool) -> PartitionReader:
+        reader = PartitionReader(AIOKafkaConsumer(**self._options, group_id=None,
+                                                  enable_auto_commit=False),
+                                 TopicPartition(self.topic, partition), self._router)
+        await reader.start(at_end=at_end)
+        return reader
+
+    async def _adopt_homeless(self) -> None:
+        """Once the topic exists, read each waiting call's partition from its start."""
+        found = await when_it_exists(self._admin, self.topic, lambda: self._closed)
+        if found is None:
+            return
+        homeless, self._homeless = self._homeless, []
+        for partition in {partition_for(c.handle.run_id.encode(), found) for c in homeless}:
+            self._reader(partition, at_end=False)  # before anyone can start one at the end
+        self._partitions = found
+        for call in homeless:
+            partition = partition_for(call.handle.run_id.encode(), found)
+            await self._readers[partition]
+            call.placed(partition, None)
+
+    def _look_back(self, call: Call) -> None:
+        """A duplicate: its original's settled states were read before, if ever: from the
+        partition's start (its retention) up to where the live reader is."""
+        if call.handle.partition is not None:
+            reader = self._readers[call.handle.partition]
+            if reader.done():
+                self._spawn(self._catch_up([call], reader.result(), 0))
+
+    async def _catch_up(self, calls: list[Call], reader: PartitionReader, start: int) -> None:
+        consumer = AIOKafkaConsumer(**self._options, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await catch_up(consumer, reader.partition, self._router, calls, start, reader.next_offset)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _handle(client: Client, run_id: str, call_id: str, message: dict[str, Any]) -> Handle:
+    keys = message.get("operation_keys") or {}
+    return Handle(tenant_id=client.tenant_id, run_id=run_id, call_id=call_id, proposal_id=None,
+                  operation_key=message.get("operation_key") or keys.get(call_id))

@@ -41,13 +41,15 @@ DEFAULT_WAIT_S = 30.0
 class Client:
     def __init__(self, bootstrap: str, *, principal_id: str, tenant_id: str,
                  signing_key: SigningKey | str | Path | None = None,
-                 results_family: str = AGENT_RESULTS,
+                 results_family: str = AGENT_RESULTS, proposals_topic: str = AGENT_PROPOSALS,
                  kafka_options: Mapping[str, Any] | None = None) -> None:
-        """``kafka_options``: aiokafka's security settings (``security_protocol``,
+        """``results_family`` and ``proposals_topic``: the deployment's names, if it changed
+        them. ``kafka_options``: aiokafka's security settings (``security_protocol``,
         ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection."""
         self._options = {"bootstrap_servers": bootstrap, **(kafka_options or {})}
         self.principal_id, self.tenant_id = principal_id, tenant_id
         self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
+        self._proposals = proposals_topic
         self._key = resolve_signing_key(signing_key)
         self._router = Router(on_duplicate=self._look_back)
         self._partitions: list[int] | None = None
@@ -165,9 +167,9 @@ class Client:
         await self._place(calls)
         value = json.dumps({"run_id": run_id, "principal_id": self.principal_id,
                             "tenant_id": self.tenant_id} | message).encode()
-        sent = await self._producer.send_and_wait(AGENT_PROPOSALS, value, key=run_id.encode(),
+        sent = await self._producer.send_and_wait(self._proposals, value, key=run_id.encode(),
                                                   headers=self._headers(value) or None)
-        proposal_id = proposal_record_id(AGENT_PROPOSALS, sent.partition, sent.offset,
+        proposal_id = proposal_record_id(self._proposals, sent.partition, sent.offset,
                                          sent.timestamp, value)
         for call in calls:
             self._router.sent(call, proposal_id)

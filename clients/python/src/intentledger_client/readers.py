@@ -36,13 +36,17 @@ class PartitionReader:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, *, at_end: bool) -> None:
-        await self._consumer.start()
-        self._consumer.assign([self.partition])
-        if at_end:
-            await self._consumer.seek_to_end(self.partition)
-        else:
-            await self._consumer.seek_to_beginning(self.partition)
-        self.next_offset = await self._consumer.position(self.partition)
+        try:
+            await self._consumer.start()
+            self._consumer.assign([self.partition])
+            if at_end:
+                await self._consumer.seek_to_end(self.partition)
+            else:
+                await self._consumer.seek_to_beginning(self.partition)
+            self.next_offset = await self._consumer.position(self.partition)
+        except BaseException:
+            await self._consumer.stop()
+            raise
         self._task = asyncio.create_task(self._read(), name=f"read {self.partition}")
 
     async def _read(self) -> None:
@@ -66,8 +70,8 @@ async def catch_up(consumer: AIOKafkaConsumer, partition: TopicPartition, router
     were registered (a resumed handle, a duplicate's original). Records from ``end`` on are
     the live reader's."""
     calls = list(calls)
-    await consumer.start()
     try:
+        await consumer.start()
         consumer.assign([partition])
         consumer.seek(partition, start)
         while await consumer.position(partition) < end:

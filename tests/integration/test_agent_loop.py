@@ -7,8 +7,10 @@ call settles resumes its handle."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 from intentledger_client import Client, Handle, to_openai_tool_messages
@@ -117,3 +119,27 @@ async def _debited(pool, wallet_id: str, expected: int) -> bool:
     async def done():
         return await balance(pool, wallet_id) == expected
     return bool(await wait_for(done, timeout=120))
+
+
+def example_loop():
+    """examples/agent_loop.py, as a module (examples/ is no package)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
+    spec = importlib.util.spec_from_file_location("agent_loop_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_example_loop_runs_to_the_models_answer_in_words(stage, pool):
+    example = example_loop()
+    principal, run = fresh_principal(), f"run-{uuid.uuid4().hex[:10]}"
+    wallet_id = await new_wallet(pool, 10_000)
+    sku, order_id = f"SKU-{uuid.uuid4().hex[:10]}", f"tenant/acme/o-{uuid.uuid4().hex[:10]}"
+    assert await stock_sku(pool, sku, 5)
+    model = example.RecordedModel(wallet_id, sku, order_id)
+    async with pipeline(stage), running_warehouse_on(stage), agent(stage, principal) as client:
+        messages = await example.loop(client, run, model, "Order two, then cancel.", wait=120)
+    assert example.statuses(messages) == {"call_debit": "succeeded", "call_hold": "succeeded",
+                                          "call_refund": "succeeded"}
+    assert messages[-1]["content"].startswith("Done: ")
+    assert await balance(pool, wallet_id) == 10_000 and await debits(pool, wallet_id) == 1

@@ -70,9 +70,14 @@ class Client:
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._options, acks="all", enable_idempotence=True)
         self._admin = AIOKafkaAdminClient(**self._options)
-        await self._producer.start()
-        await self._admin.start()
-        self._partitions = await partitions_of(self._admin, self.topic)
+        try:
+            await self._producer.start()
+            await self._admin.start()
+            self._partitions = await partitions_of(self._admin, self.topic)
+        except BaseException:
+            await self._admin.close()
+            await self._producer.stop()
+            raise
 
     async def close(self) -> None:
         self._closed = True

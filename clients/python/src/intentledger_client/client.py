@@ -56,6 +56,7 @@ class Client:
         self._readers: dict[int, asyncio.Task[PartitionReader]] = {}
         self._homeless: list[Call] = []
         """Calls proposed while the topic did not exist: read from its start once it does."""
+        self._adopting: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._closed = False
 
@@ -85,7 +86,7 @@ class Client:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         for started in self._readers.values():
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # one that never started has nothing to stop
                 await (await started).stop()
         await self._admin.close()
         await self._producer.stop()
@@ -199,11 +200,14 @@ class Client:
         """Have the partition of the calls' run read (all of one run); each call's handle
         learns it and the offset its answers are from. With ``look_back_from``, what went by
         before is read again for them from there."""
-        if self._partitions is None and not self._homeless:
-            self._partitions = await partitions_of(self._admin, self.topic)
-        if self._partitions is None:
-            if not self._homeless:
-                self._spawn(self._adopt_homeless())
+        if self._partitions is None and self._adopting is None:
+            found = await partitions_of(self._admin, self.topic)
+            if self._partitions is None and self._adopting is None:  # still, after the await
+                if found is None:
+                    self._adopting = self._spawn(self._adopt_homeless())
+                else:
+                    self._partitions = found
+        if self._partitions is None:  # read from the start once it exists, by the adopter
             self._homeless.extend(calls)
             return
         partition = partition_for(calls[0].handle.run_id.encode(), self._partitions)
@@ -214,9 +218,14 @@ class Client:
             self._spawn(self._catch_up(calls, reader, look_back_from))
 
     def _reader(self, partition: int, *, at_end: bool) -> asyncio.Task[PartitionReader]:
-        if partition not in self._readers:
-            self._readers[partition] = asyncio.ensure_future(self._start_reader(partition, at_end))
-        return self._readers[partition]
+        """The partition's one reader, started once (again, if starting it failed: its error
+        went to the calls that needed it, the next call tries anew)."""
+        started = self._readers.get(partition)
+        if started is None or (started.done() and (started.cancelled()
+                                                   or started.exception() is not None)):
+            started = asyncio.ensure_future(self._start_reader(partition, at_end))
+            self._readers[partition] = started
+        return started
 
     async def _start_reader(self, partition: int, at_end: bool) -> PartitionReader:
         reader = PartitionReader(AIOKafkaConsumer(**self._options, group_id=None,
@@ -233,7 +242,7 @@ class Client:
         homeless, self._homeless = self._homeless, []
         for partition in {partition_for(c.handle.run_id.encode(), found) for c in homeless}:
             self._reader(partition, at_end=False)  # before anyone can start one at the end
-        self._partitions = found
+        self._partitions, self._adopting = found, None
         for call in homeless:
             partition = partition_for(call.handle.run_id.encode(), found)
             await self._readers[partition]
@@ -252,10 +261,11 @@ class Client:
                                     auto_offset_reset="earliest")
         await catch_up(consumer, reader.partition, self._router, calls, start, reader.next_offset)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
 
 def _handle(client: Client, run_id: str, call_id: str, message: dict[str, Any]) -> Handle:

@@ -7,32 +7,31 @@ Without a key records go unsigned, and the intake refuses them ``signature_missi
 the deployment accepts unsigned proposals for their tenant (local development only).
 
 One client is one principal acting for one tenant. It reads only that tenant's results topic
-and of it only the partitions its runs go to (``readers``); answers reach the call waiting for
-them by run, provider call id and the id of the record sent (``routing``), so a late answer to
-an earlier send that reused a call id is never taken for a new one. A timeout never guesses:
+and of it only the partitions its runs go to (``listening``); answers reach the call waiting
+for them by run, provider call id and the id of the record sent (``routing``), so a late
+answer to an earlier send that reused a call id is never taken for a new one. A timeout never guesses:
 an outcome that has not settled by then is ``pending``, with a ``Handle`` to wait on again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from intentledger_client import formats
 from intentledger_client.contracts import proposal_record_id
 from intentledger_client.outcomes import Handle, Outcome, outcome_of
-from intentledger_client.readers import PartitionReader, catch_up, partitions_of, when_it_exists
-from intentledger_client.routing import Call, Router
+from intentledger_client.listening import Listener
+from intentledger_client.routing import Call
 from intentledger_client.signing import HEADER, PROPOSAL, SigningKey, resolve_signing_key, sign
-from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, partition_for, results_topic
+from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, results_topic
 from intentledger_client.tracing import current_traceparent
 
 DEFAULT_WAIT_S = 30.0
@@ -51,14 +50,8 @@ class Client:
         self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
         self._proposals = proposals_topic
         self._key = resolve_signing_key(signing_key)
-        self._router = Router(on_duplicate=self._look_back)
-        self._partitions: list[int] | None = None
-        self._readers: dict[int, asyncio.Task[PartitionReader]] = {}
-        self._homeless: list[Call] = []
-        """Calls proposed while the topic did not exist: read from its start once it does."""
-        self._adopting: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
-        self._closed = False
+        self._results = Listener(self._options, self.topic)
+        self._router = self._results.router
 
     async def __aenter__(self) -> Client:
         await self.start()
@@ -74,27 +67,21 @@ class Client:
         try:
             await self._producer.start()
             await self._admin.start()
-            self._partitions = await partitions_of(self._admin, self.topic)
+            await self._results.start(self._admin)
         except BaseException:
             await self._admin.close()
             await self._producer.stop()
             raise
 
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
-        for started in self._readers.values():
-            with contextlib.suppress(Exception):  # one that never started has nothing to stop
-                await (await started).stop()
+        await self._results.close()
         await self._admin.close()
         await self._producer.stop()
 
     @property
     def partitions(self) -> set[TopicPartition]:
         """The partitions of the tenant's topic this client reads (its runs' only)."""
-        return {TopicPartition(self.topic, p) for p, t in self._readers.items() if t.done()}
+        return self._results.partitions
 
     async def call(self, run_id: str, tool: str, arguments: dict[str, Any], *, call_id: str,
                    tool_version: str | None = None, operation_key: str | None = None,
@@ -164,13 +151,13 @@ class Client:
         call = Call(handle, settle=True)
         self._router.register(call)
         try:
-            await self._place([call], look_back_from=handle.offset)
+            await self._results.place([call], look_back_from=handle.offset)
             return await call.wait(timeout)
         finally:
             self._router.unregister(call)
 
     async def _send(self, run_id: str, message: dict[str, Any], calls: list[Call]) -> None:
-        await self._place(calls)
+        await self._results.place(calls)
         value = json.dumps({"run_id": run_id, "principal_id": self.principal_id,
                             "tenant_id": self.tenant_id} | message).encode()
         sent = await self._producer.send_and_wait(self._proposals, value, key=run_id.encode(),
@@ -195,77 +182,6 @@ class Client:
             return None
         return sign(value, self._key, principal_id=self.principal_id, tenant_id=self.tenant_id,
                     use=PROPOSAL)
-
-    async def _place(self, calls: list[Call], look_back_from: int | None = None) -> None:
-        """Have the partition of the calls' run read (all of one run); each call's handle
-        learns it and the offset its answers are from. With ``look_back_from``, what went by
-        before is read again for them from there."""
-        if self._partitions is None and self._adopting is None:
-            found = await partitions_of(self._admin, self.topic)
-            if self._partitions is None and self._adopting is None:  # still, after the await
-                if found is None:
-                    self._adopting = self._spawn(self._adopt_homeless())
-                else:
-                    self._partitions = found
-        if self._partitions is None:  # read from the start once it exists, by the adopter
-            self._homeless.extend(calls)
-            return
-        partition = partition_for(calls[0].handle.run_id.encode(), self._partitions)
-        reader = await self._reader(partition, at_end=True)
-        for call in calls:
-            call.placed(partition, reader.next_offset if look_back_from is None else None)
-        if look_back_from is not None and look_back_from < reader.next_offset:
-            self._spawn(self._catch_up(calls, reader, look_back_from))
-
-    def _reader(self, partition: int, *, at_end: bool) -> asyncio.Task[PartitionReader]:
-        """The partition's one reader, started once (again, if starting it failed: its error
-        went to the calls that needed it, the next call tries anew)."""
-        started = self._readers.get(partition)
-        if started is None or (started.done() and (started.cancelled()
-                                                   or started.exception() is not None)):
-            started = asyncio.ensure_future(self._start_reader(partition, at_end))
-            self._readers[partition] = started
-        return started
-
-    async def _start_reader(self, partition: int, at_end: bool) -> PartitionReader:
-        reader = PartitionReader(AIOKafkaConsumer(**self._options, group_id=None,
-                                                  enable_auto_commit=False),
-                                 TopicPartition(self.topic, partition), self._router)
-        await reader.start(at_end=at_end)
-        return reader
-
-    async def _adopt_homeless(self) -> None:
-        """Once the topic exists, read each waiting call's partition from its start."""
-        found = await when_it_exists(self._admin, self.topic, lambda: self._closed)
-        if found is None:
-            return
-        homeless, self._homeless = self._homeless, []
-        for partition in {partition_for(c.handle.run_id.encode(), found) for c in homeless}:
-            self._reader(partition, at_end=False)  # before anyone can start one at the end
-        self._partitions, self._adopting = found, None
-        for call in homeless:
-            partition = partition_for(call.handle.run_id.encode(), found)
-            await self._readers[partition]
-            call.placed(partition, None)
-
-    def _look_back(self, call: Call) -> None:
-        """A duplicate: its original's settled states were read before, if ever: from the
-        partition's start (its retention) up to where the live reader is."""
-        if call.handle.partition is not None:
-            reader = self._readers[call.handle.partition]
-            if reader.done():
-                self._spawn(self._catch_up([call], reader.result(), 0))
-
-    async def _catch_up(self, calls: list[Call], reader: PartitionReader, start: int) -> None:
-        consumer = AIOKafkaConsumer(**self._options, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
-        await catch_up(consumer, reader.partition, self._router, calls, start, reader.next_offset)
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
 
 
 def _handle(client: Client, run_id: str, call_id: str, message: dict[str, Any]) -> Handle:

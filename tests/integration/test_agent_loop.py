@@ -1,6 +1,7 @@
 """An agent loop on the whole pipeline (intake, policy, dispatcher, wallet, warehouse,
 projection, relay) on real Kafka and PostgreSQL, driven by recorded model responses (no
-network): turn 1 debits and reserves in parallel and the model is handed both settled results;
+network): turn 1 debits and reserves in parallel — the wallet's answer to the debit is lost on
+the way, the dispatcher finds out by lookup — and the model is handed both settled results;
 turn 2 refunds the debit the model read from them; a model repeating turn 1 (in a process that
 saw none of it) gets the originals' results and pays nothing more; an agent restarted while its
 call settles resumes its handle."""
@@ -19,7 +20,7 @@ from downstreams.warehouse.handlers import stock_sku
 from shared import faults
 from tests.support.identities import fresh_principal, local
 from tests.support.pipeline_stack import pipeline, pipeline_stage
-from tests.support.dispatch import running_warehouse_on
+from tests.support.dispatch import attempts, running_warehouse_on
 from tests.support.wallet import balance, debits, new_wallet
 
 pytestmark = pytest.mark.infra
@@ -70,7 +71,9 @@ async def test_the_model_is_handed_each_settled_result_and_takes_its_next_turn(s
     sku, order_id = f"SKU-{uuid.uuid4().hex[:10]}", f"tenant/acme/o-{uuid.uuid4().hex[:10]}"
     assert await stock_sku(pool, sku, 5)
     keys = {"call_debit": f"{run}:pay", "call_hold": f"{run}:hold"}
-    async with pipeline(stage), running_warehouse_on(stage), agent(stage, principal) as client:
+    lost = {"faults": "wallet.after_commit_drop_response=drop@1"}  # the debit's answer
+    async with pipeline(stage, wallet=lost), running_warehouse_on(stage), \
+            agent(stage, principal) as client:
         turn_1 = await client.propose_openai_chat(run, recorded_turn_1(wallet_id, sku, order_id),
                                                   operation_keys=keys, wait=120)
         tool_messages = to_openai_tool_messages(turn_1)
@@ -89,6 +92,8 @@ async def test_the_model_is_handed_each_settled_result_and_takes_its_next_turn(s
     assert seen[0]["result"]["balance_minor"] == 6_000 and seen[1]["result"]["reservation_id"]
     assert (refund.status, sorted(refund.result or {})) == ("succeeded", ["refund_id"])
     assert await balance(pool, wallet_id) == 10_000 and await debits(pool, wallet_id) == 1
+    kinds = [a["kind"] for a in await attempts(pool, turn_1[0].handle.logical_call_id)]
+    assert kinds[0] == "send" and "lookup" in kinds  # the lost answer was found out, not guessed
     assert [(o.ledger_status, o.answer.outcome if o.answer else None) for o in repeated] == [
         ("SUCCEEDED", "duplicate"), ("SUCCEEDED", "duplicate")]
     assert [o.result for o in repeated] == [o.result for o in turn_1]  # the originals' results

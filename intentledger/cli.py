@@ -204,17 +204,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _propose(settings: Settings, args: argparse.Namespace) -> int:
-    from shared.client import ProposalClient
+    from intentledger_client import Client
 
-    async with ProposalClient(settings.endpoints.kafka_bootstrap, run_id=args.run,
-                              principal_id=args.principal, tenant_id=args.tenant,
-                              signing_key=args.signing_key) as client:
-        outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
-                                       tool_version=args.tool_version, operation_key=args.key,
-                                       timeout=args.timeout)
-    shown = {name: value for name, value in outcome.payload.items() if value is not None}
-    print(json.dumps({"status": outcome.status, **shown}, indent=2))
-    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
+    from shared.messaging.kafka_security import configured
+
+    async with Client(settings.endpoints.kafka_bootstrap, principal_id=args.principal,
+                      tenant_id=args.tenant, signing_key=args.signing_key,
+                      kafka_options=configured().client_kwargs()) as client:
+        outcome = await client.call(args.run, args.tool, json.loads(args.args),
+                                    call_id=args.call_id, tool_version=args.tool_version,
+                                    operation_key=args.key, wait=args.timeout, settle=False)
+    answer = outcome.answer.model_dump(mode="json", exclude_none=True) if outcome.answer else {}
+    status = outcome.answer.outcome if outcome.answer else "pending"
+    print(json.dumps({"status": status, **answer}, indent=2))
+    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[status]
 
 
 async def _decide(settings: Settings, args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from shared.contracts.proposals import INBOUND_PROPOSAL
-from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
+from shared.contracts.intake import (OUTCOME_OF, PROPOSAL_ACCEPTED,
                                      ProposalOutcome, Intent)
 from shared.messaging.envelope import Envelope
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
@@ -39,8 +39,6 @@ ID_BASE = "https://intentledger.dev/schemas/"
 EFFECT_REQUESTS = "effects.requests"
 """Not a topic: the Kafka effect adapter's requests travel on each tool's own topic (the
 registry's ``topic``), and this one schema, named for all of them, describes them."""
-OUTCOME_OF = {PROPOSAL_ACCEPTED: "accepted", DUPLICATE_PROPOSAL: "duplicate",
-              PROPOSAL_REJECTED: "rejected"}
 
 
 def identified(name: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """ToolCallSettled on agent.results: what the projection emits is what the published schema
-says, it carries only validated result fields, the agent SDK is not confused by it, and the
+says, it carries only validated result fields, the agent client settles the call with it, and the
 intake's outcomes now say who proposed."""
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from types import SimpleNamespace
 
+from intentledger_client.outcomes import Handle
+from intentledger_client.routing import Call, Router
 from jsonschema import Draft202012Validator
 
 from services.projection import results
@@ -16,7 +16,6 @@ from services.proposal_intake.outcomes import Outcomes
 from services.projection.facts import Delivery
 from services.projection.routes import read
 from services.projection.reducer import apply
-from shared.client.agent import ProposalClient
 from shared.contracts.intake import ProposalOutcome
 from shared.contracts.proposals import ToolCallProposal
 from shared.messaging.schema_export import SCHEMAS
@@ -59,35 +58,26 @@ def test_the_schema_tells_a_settled_event_from_the_intakes_outcomes():
     assert not VALIDATOR.is_valid(document | {"payload": untrusted})
 
 
-class _Results:
-    """What the SDK's results consumer would read: a settled event, then the intake's answer."""
-
-    def __init__(self, values: list[bytes]) -> None:
-        self._values = values
-
-    def assignment(self) -> set[str]:
-        return {"tp"}
-
-    async def getmany(self, timeout_ms: int):
-        values, self._values = self._values, []
-        return {"tp": [SimpleNamespace(value=value) for value in values]}
-
-
-async def test_the_agent_sdk_pairs_outcomes_and_ignores_settled_events():
+async def test_the_agent_client_folds_the_projections_announcement_into_its_calls_outcome():
+    """The server's real bytes through the client's routing: the settled event read before
+    the intake's answer (two producers, two outbox rows) still settles the call."""
     story, call, row = settled_call()
-    proposal_id = str(uuid.uuid4())
+    proposal_id = uuid.uuid4()
     settled = results.settled(row, story.events[-1].envelope).value()
     outcome = ProposalOutcome(outcome="accepted", run_id=row.run_id,
-                              call_id=call.intent["provider_call_id"],
-                              proposal_id=uuid.UUID(proposal_id))
+                              call_id=call.intent["provider_call_id"], proposal_id=proposal_id,
+                              logical_call_id=row.logical_call_id)
     answer = json.dumps({"event_type": "ProposalAccepted",
                          "payload": outcome.model_dump(mode="json")}).encode()
-    client = ProposalClient("unused:9092", run_id=row.run_id, principal_id="agent-7",
-                            tenant_id="acme")
-    client._results = _Results([settled, answer])
-    found = await client._await_outcomes(proposal_id, {call.intent["provider_call_id"]},
-                                         time.monotonic() + 5)
-    assert [(o.status, o.payload.get("status")) for o in found.values()] == [("accepted", None)]
+    router = Router(on_duplicate=lambda call: None)
+    waiting = Call(Handle(tenant_id="acme", run_id=row.run_id,
+                          call_id=call.intent["provider_call_id"], proposal_id=None), settle=True)
+    router.register(waiting)
+    router.sent(waiting, proposal_id)
+    router.route(7, settled)
+    router.route(8, answer)
+    found = await waiting.wait(timeout=1)
+    assert (found.status, found.result, found.handle.settled_after) == ("succeeded", row.result, 7)
 
 
 class _Outbox:

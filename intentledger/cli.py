@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_add_tenants(settings, args.tenants, args.replicas))
     if args.command == "tools":
         from intentledger.tool_definitions import export_command
-        from shared.tools.definitions import NotExportable
+        from intentledger_client.tools import NotExportable
 
         try:
             print(export_command(args.format, args.registry))

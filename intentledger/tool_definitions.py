@@ -11,7 +11,7 @@ from pathlib import Path
 
 from services.proposal_intake.settings import IntakeSettings
 from shared.tools import ToolRegistry, load_registry
-from shared.tools.definitions import CATALOG, Format, ToolDefinition, export
+from intentledger_client.tools import CATALOG, Format, ToolDefinition, export
 
 
 def catalog(registry: ToolRegistry) -> list[ToolDefinition]:

@@ -24,7 +24,7 @@ from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approva
                                                ledger_intake_schema, proposals_schema,
                                                results_schema)
 from shared.messaging.envelope import Envelope
-from shared.tools.definitions import CATALOG
+from intentledger_client.tools import CATALOG
 from shared.topology import EFFECT_RECEIPTS
 from shared.messaging.reason_catalog import reason_codes
 

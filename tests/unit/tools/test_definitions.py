@@ -12,7 +12,7 @@ import pytest
 from intentledger.cli import main
 from intentledger.tool_definitions import catalog
 from services.proposal_intake.formats import to_proposals
-from shared.tools.definitions import CATALOG, FORMATS, NotExportable, ToolDefinition, export
+from intentledger_client.tools import CATALOG, FORMATS, export
 from tests.unit.tools.builders import EXAMPLE_FILE, example as example_registry
 
 WHO = {"run_id": "run-export", "principal_id": "agent-7", "tenant_id": "acme"}
@@ -63,36 +63,6 @@ def test_names_follow_each_providers_rules():
     assert export([debit], "openai-responses")[0]["name"] == "wallet_debit"
     assert export([debit], "anthropic")[0]["name"] == "wallet_debit"
     assert export([debit], "mcp")[0]["name"] == "wallet.debit"
-
-
-def _tool(**fields) -> ToolDefinition:
-    return ToolDefinition(**{"name": "ledger.post", "version": "1", "description": "Post.",
-                             "arguments_schema": {"type": "object"}} | fields)
-
-
-@pytest.mark.parametrize("format", ["openai", "openai-responses", "anthropic"])
-def test_a_dotted_tool_without_a_fitting_alias_is_refused_not_renamed(format):
-    with pytest.raises(NotExportable, match="declare an alias"):
-        export([_tool(aliases=("ledger.post.v1",))], format)
-    assert export([_tool()], "mcp")[0]["name"] == "ledger.post"
-
-
-def test_a_tool_run_in_several_versions_is_refused():
-    with pytest.raises(NotExportable, match="several versions"):
-        export([_tool(), _tool(version="2")], "mcp")
-
-
-def test_mcp_gets_an_output_schema_only_where_the_result_is_an_object():
-    result = {"type": "object", "properties": {"debit_id": {"type": "string"}}}
-    assert export([_tool(result_schema=result)], "mcp")[0]["outputSchema"] == result
-    assert "outputSchema" not in export([_tool(result_schema={"type": "string"})], "mcp")[0]
-    assert "outputSchema" not in export([_tool()], "mcp")[0]
-
-
-def test_openai_responses_definitions_are_not_strict():
-    """Strict mode needs every property required and no open schemas; the registry's schemas
-    have optional fields (a debit's memo), which strict mode would refuse."""
-    assert export([_tool(name="ledger_post")], "openai-responses")[0]["strict"] is False
 
 
 def test_the_command_prints_each_format_and_the_catalogue_clients_export_from(capsys):

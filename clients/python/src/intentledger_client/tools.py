@@ -1,5 +1,10 @@
-"""The registry's tools as each model provider declares tools: the argument schema is written
-once, in the registry, and the name a model is given is one the intake resolves.
+"""The deployment's tools as each model provider declares tools: the argument schema is written
+once, in the deployment's registry, and the name a model is given is one the intake resolves.
+
+The tools come as the deployment's catalogue (``intentledger tools export --format catalog``,
+``schemas/tool-catalog.schema.json``): ``CATALOG.validate_json(text)`` reads it, and
+``export(catalog, "anthropic")`` gives the model its ``tools=[…]``. The server's own
+``intentledger tools export --format …`` is this very function over its registry.
 
 A provider's name rules decide the name. OpenAI and Anthropic allow only letters, digits, ``_``
 and ``-`` (at most 64), so ``wallet.debit`` is exported as the first alias the registry

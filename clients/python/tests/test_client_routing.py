@@ -153,6 +153,19 @@ async def test_an_unanswered_call_is_pending_never_guessed() -> None:
     assert (outcome.status, outcome.answer, outcome.settled) == ("pending", None, None)
 
 
+async def test_an_answer_from_a_newer_ledger_with_fields_it_added_is_still_this_calls() -> None:
+    routes = router()
+    call, proposal = waiting(routes)
+    newer = json.loads(answer(proposal=proposal))
+    newer["payload"]["added_in_a_later_version"] = {"any": "thing"}
+    routes.route(10, json.dumps(newer).encode())
+    later = json.loads(settled("SUCCEEDED", result={"balance_minor": 1}))
+    later["payload"]["settled_by"] = "a field this client does not know"
+    routes.route(11, json.dumps(later).encode())
+    outcome = await call.wait(timeout=1)
+    assert (outcome.status, outcome.result) == ("succeeded", {"balance_minor": 1})
+
+
 async def test_garbage_on_the_topic_is_nobodys_answer() -> None:
     routes = router()
     call, proposal = waiting(routes)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from intentledger_client.contracts import (OUTCOME_OF, TOOL_CALL_SETTLED, ProposalOutcome,
                                            ToolCallSettled)
@@ -118,13 +118,13 @@ class Router:
         event_type, payload = _parsed(value)
         try:
             if event_type in OUTCOME_OF:
-                answer = ProposalOutcome.model_validate(payload)
+                answer = ProposalOutcome.model_validate(_known(ProposalOutcome, payload))
                 key = (answer.run_id, answer.call_id or "")
                 for call in list(self._by_call.get(key, ()) if only is None else only):
                     if (call.handle.run_id, call.handle.call_id) == (answer.run_id, answer.call_id):
                         self._offer(call, answer)
             elif event_type == TOOL_CALL_SETTLED:
-                settled = ToolCallSettled.model_validate(payload)
+                settled = ToolCallSettled.model_validate(_known(ToolCallSettled, payload))
                 if only is None:
                     self._remember(offset, settled)
                 intent = settled.logical_call_id
@@ -166,6 +166,15 @@ def _discard(index: dict[K, set[Call]], key: K, call: Call) -> None:
         waiting.discard(call)
         if not waiting:
             del index[key]
+
+
+def _known(model: type[BaseModel], payload: object) -> object:
+    """The fields this client's contract version knows: a newer ledger may add fields (an
+    additive change, within one contract major), and an answer must not become nobody's, and
+    its call pending for ever, because it says more than this client can read."""
+    if not isinstance(payload, dict):
+        return payload
+    return {name: value for name, value in payload.items() if name in model.model_fields}
 
 
 def _parsed(value: bytes | None) -> tuple[str | None, object]:

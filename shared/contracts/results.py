@@ -18,6 +18,9 @@ copied here, so none of it can reach the model as an instruction.
 
 from __future__ import annotations
 
-from intentledger_client.contracts import TOOL_CALL_SETTLED, SettledStatus, ToolCallSettled
+from intentledger_client.contracts import (TOOL_CALL_AWAITING_APPROVAL, TOOL_CALL_SETTLED,
+                                           SettledStatus, ToolCallAwaitingApproval,
+                                           ToolCallSettled)
 
-__all__ = ["TOOL_CALL_SETTLED", "SettledStatus", "ToolCallSettled"]
+__all__ = ["TOOL_CALL_AWAITING_APPROVAL", "TOOL_CALL_SETTLED", "SettledStatus",
+           "ToolCallAwaitingApproval", "ToolCallSettled"]

@@ -4,7 +4,8 @@ network): turn 1 debits and reserves in parallel — the wallet's answer to the 
 the way, the dispatcher finds out by lookup — and the model is handed both settled results;
 turn 2 refunds the debit the model read from them; a model repeating turn 1 (in a process that
 saw none of it) gets the originals' results and pays nothing more; an agent restarted while its
-call settles resumes its handle."""
+call settles resumes its handle; a call that must be approved first is told to the model as
+awaiting approval, and its handle settles once a person approves."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from intentledger_client import Client, Handle, to_openai_tool_messages
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults
 from tests.support.identities import fresh_principal, local
+from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.dispatch import attempts, running_warehouse_on
 from tests.support.wallet import balance, debits, new_wallet
@@ -35,6 +37,12 @@ async def stage(pool, endpoints, tmp_path):
     stage.write_policy(SHOP)
     yield stage
     faults.configure("")
+
+
+APPROVED_DEBITS = {"capability_ttl_seconds": 120, "rules": [
+    {"name": "debits-need-a-person", "principals": ["agent-*"], "tenants": ["acme"],
+     "tools": ["wallet.debit"], "effect": "require_approval",
+     "approval": {"quorum": 1, "approvers": ["operator:*"], "ttl_seconds": 600}}]}
 
 
 def agent(stage, principal: str) -> Client:
@@ -116,6 +124,26 @@ async def test_an_agent_restarted_while_its_call_settles_resumes_the_handle(stag
             resumed = await next_process.wait(Handle.model_validate_json(saved), timeout=120)
     assert (resumed.status, resumed.result["balance_minor"]) == ("succeeded", 7_500)
     assert resumed.call_id == "call_1" and resumed.handle.logical_call_id is not None
+
+
+async def test_a_call_awaiting_approval_is_told_to_the_model_and_settles_once_approved(stage, pool):
+    stage.write_policy(APPROVED_DEBITS)
+    principal, run = fresh_principal(), f"run-{uuid.uuid4().hex[:10]}"
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "40.00", "currency": "EUR"}
+    async with pipeline(stage), agent(stage, principal) as client:
+        waiting = await client.call(run, "wallet.debit", debit, call_id="call_big",
+                                    operation_key=f"{run}:big", wait=120)
+        assert (waiting.status, waiting.approval.approvals_required) == ("awaiting_approval", 1)
+        [told] = to_openai_tool_messages([waiting])
+        shown = json.loads(told["content"])
+        assert (shown["status"], shown["approval"]["approvals_required"]) == (
+            "awaiting_approval", 1)
+        assert await balance(pool, wallet_id) == 10_000, "nothing happens before a person says so"
+        await approve(stage, waiting.answer.model_dump(mode="json"), "operator:dana")
+        settled = await client.wait(waiting.handle, timeout=120)
+    assert (settled.status, settled.result["balance_minor"]) == ("succeeded", 6_000)
+    assert await debits(pool, wallet_id) == 1
 
 
 async def _debited(pool, wallet_id: str, expected: int) -> bool:

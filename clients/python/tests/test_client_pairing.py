@@ -10,7 +10,7 @@ from typing import Any
 
 from intentledger_client import (to_anthropic_tool_results, to_openai_responses_items,
                                  to_openai_tool_messages)
-from intentledger_client.contracts import ProposalOutcome, ToolCallSettled
+from intentledger_client.contracts import ProposalOutcome, ToolCallAwaitingApproval, ToolCallSettled
 from intentledger_client.outcomes import Handle, Outcome, outcome_of
 from intentledger_client.pairing import NOTES
 
@@ -88,3 +88,17 @@ def test_a_rate_limited_call_says_when_to_send_it_again() -> None:
     content = json.loads(to_openai_tool_messages([limited])[0]["content"])
     assert (content["status"], content["reason_code"], content["retry_after_s"]) == (
         "denied", "proposal_rate_exceeded", 1.5)
+
+
+def test_a_call_awaiting_approval_tells_the_model_to_tell_the_user_and_is_no_error() -> None:
+    now = datetime.now(UTC)
+    handle = Handle(tenant_id="acme", run_id="r", call_id="call_big", proposal_id=uuid.uuid4())
+    waiting = outcome_of(handle, None, ToolCallAwaitingApproval(
+        run_id="r", call_id="call_big", logical_call_id=INTENT, approvals_required=1,
+        requested_at=now, expires_at=now))
+    [block] = to_anthropic_tool_results([waiting])
+    shown = json.loads(block["content"])
+    assert shown == {"status": "awaiting_approval", "ledger_status": "AWAITING_APPROVAL",
+                     "approval": {"approvals_required": 1, "expires_at": now.isoformat()},
+                     "note": NOTES["awaiting_approval"]}
+    assert block["is_error"] is False

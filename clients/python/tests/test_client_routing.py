@@ -9,7 +9,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from intentledger_client.contracts import ProposalOutcome, ToolCallSettled
+from intentledger_client.contracts import (ProposalOutcome, ToolCallAwaitingApproval,
+                                           ToolCallSettled)
 from intentledger_client.outcomes import Handle
 from intentledger_client.routing import Call, Router
 
@@ -31,6 +32,14 @@ def settled(status: str, *, intent: uuid.UUID = INTENT, **fields: Any) -> bytes:
     payload = ToolCallSettled(run_id=RUN, call_id=CALL, logical_call_id=intent, status=status,  # type: ignore[arg-type]
                               settled_at=datetime.now(UTC), **fields)
     return json.dumps({"event_type": "ToolCallSettled",
+                       "payload": payload.model_dump(mode="json")}).encode()
+
+
+def awaiting(*, intent: uuid.UUID = INTENT) -> bytes:
+    now = datetime.now(UTC)
+    payload = ToolCallAwaitingApproval(run_id=RUN, call_id=CALL, logical_call_id=intent,
+                                       approvals_required=2, requested_at=now, expires_at=now)
+    return json.dumps({"event_type": "ToolCallAwaitingApproval",
                        "payload": payload.model_dump(mode="json")}).encode()
 
 
@@ -151,6 +160,35 @@ async def test_an_unanswered_call_is_pending_never_guessed() -> None:
     call, _ = waiting(routes)
     outcome = await call.wait(timeout=0.05)
     assert (outcome.status, outcome.answer, outcome.settled) == ("pending", None, None)
+
+
+async def test_a_call_awaiting_approval_says_so_and_its_handle_waits_for_the_settled_state() -> None:
+    routes = router()
+    call, proposal = waiting(routes)
+    routes.route(10, answer(proposal=proposal))
+    routes.route(11, awaiting())
+    first = await call.wait(timeout=1)
+    assert (first.status, first.ledger_status, first.settled) == (
+        "awaiting_approval", "AWAITING_APPROVAL", None)
+    assert first.approval is not None and first.approval.approvals_required == 2
+
+    again = Call(first.handle, settle=True)  # e.g. after a restart, from the saved handle
+    routes.register(again)
+    routes.route(11, awaiting())  # read again while catching up: already reported
+    assert not again.done
+    routes.route(12, settled("SUCCEEDED", result={"balance_minor": 5}))
+    later = await again.wait(timeout=1)
+    assert (later.status, later.result, later.approval) == ("succeeded", {"balance_minor": 5}, None)
+
+
+async def test_a_settled_state_is_not_undone_by_an_older_approval_request_read_after_it() -> None:
+    routes = router()
+    call, proposal = waiting(routes)
+    routes.route(10, answer(proposal=proposal))
+    routes.route(12, settled("DENIED", reason_code="approval_request_expired"))
+    routes.route(11, awaiting())  # a catch-up reading an earlier offset
+    outcome = await call.wait(timeout=1)
+    assert (outcome.status, outcome.reason_code) == ("denied", "approval_request_expired")
 
 
 async def test_an_answer_from_a_newer_ledger_with_fields_it_added_is_still_this_calls() -> None:

@@ -15,6 +15,7 @@ from services.projection import results
 from services.proposal_intake.outcomes import Outcomes
 from services.projection.facts import Delivery
 from services.projection.routes import read
+from services.projection import reducer
 from services.projection.reducer import apply
 from shared.contracts.intake import ProposalOutcome
 from shared.contracts.proposals import ToolCallProposal
@@ -96,3 +97,40 @@ def test_the_intakes_refusals_say_who_proposed_for_the_audit():
     outbox = _Outbox()
     Outcomes(outbox, uuid.uuid4()).rejected(proposal, "unknown_tool", "no such tool")
     assert {(p["tenant_id"], p["principal_id"]) for p in outbox.payloads} == {("acme", "agent-7")}
+
+
+def projected(story: RunStory):
+    """Each event's fact applied in order, with the state announced after each."""
+    row, announced = None, []
+    for event in story.events:
+        fact = read(Delivery(event.role, event.envelope))
+        if fact.call:
+            before = reducer.announced(row)
+            row, _ = apply(row, fact.call)
+            if (state := reducer.announced(row)) and state != before:
+                announced.append((state, results.announcement(row, event.envelope)))
+    return row, announced
+
+
+def test_a_call_awaiting_approval_is_announced_with_how_many_approvals_and_by_when_only():
+    story = RunStory()
+    story.awaiting()
+    _, announced = projected(story)
+    [(state, event)] = announced
+    document = json.loads(event.value())
+    VALIDATOR.validate(document)
+    request = story.events[-1].envelope.payload
+    assert (state, document["event_type"]) == ("AWAITING_APPROVAL", "ToolCallAwaitingApproval")
+    assert document["payload"]["approvals_required"] == request["quorum"]
+    assert document["payload"]["expires_at"].replace("Z", "+00:00") == request["expires_at"] \
+        .replace("Z", "+00:00")
+    assert "approvers" not in document["payload"] and "rule" not in document["payload"]
+
+
+def test_an_approved_call_is_announced_awaiting_then_settled():
+    story = RunStory()
+    story.approved()
+    _, announced = projected(story)
+    assert [state for state, _ in announced] == ["AWAITING_APPROVAL", "SUCCEEDED"]
+    assert [json.loads(e.value())["event_type"] for _, e in announced] == [
+        "ToolCallAwaitingApproval", "ToolCallSettled"]

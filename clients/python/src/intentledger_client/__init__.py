@@ -8,7 +8,7 @@ answers with this very package.
 """
 
 from intentledger_client.client import Client
-from intentledger_client.contracts import ProposalOutcome, ToolCallSettled
+from intentledger_client.contracts import ProposalOutcome, ToolCallAwaitingApproval, ToolCallSettled
 from intentledger_client.outcomes import Handle, Outcome, Status
 from intentledger_client.pairing import (to_anthropic_tool_results, to_openai_responses_items,
                                          to_openai_tool_messages)
@@ -19,5 +19,5 @@ __version__ = "0.1.0"
 the contract of its own version."""
 
 __all__ = ["Client", "Handle", "Outcome", "ProposalOutcome", "Status", "SyncClient",
-           "ToolCallSettled", "__version__", "to_anthropic_tool_results",
+           "ToolCallAwaitingApproval", "ToolCallSettled", "__version__", "to_anthropic_tool_results",
            "to_openai_responses_items", "to_openai_tool_messages"]

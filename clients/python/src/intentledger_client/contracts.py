@@ -4,10 +4,11 @@ contract's answer models, the very classes the server writes with (and exports a
 
 The intake answers each proposed call at once (``ProposalOutcome``; the envelope's
 ``event_type`` names it: ``ProposalAccepted``, ``DuplicateProposal``, ``ProposalRejected``).
-Once the call settles, the projection adds one ``ToolCallSettled``, correlated by the same
-provider call id. A call may settle more than once over its life — SUCCEEDED, then COMPENSATED
-by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state is announced once,
-and the latest always is.
+A call that must wait for people first is announced as ``ToolCallAwaitingApproval`` (how many
+approvals, by when), so the agent can tell its user. Once the call settles, the projection
+adds one ``ToolCallSettled``, correlated by the same provider call id. A call may settle more
+than once over its life — SUCCEEDED, then COMPENSATED by a saga; MANUAL_REVIEW, then resolved
+by an operator: each settled state is announced once, and the latest always is.
 
 Tool output is untrusted data: ``result`` holds only the fields the tool's result schema
 declares, validated and size-checked by the dispatcher before it recorded them. Nothing else a
@@ -26,6 +27,7 @@ PROPOSAL_ACCEPTED = "ProposalAccepted"
 DUPLICATE_PROPOSAL = "DuplicateProposal"
 PROPOSAL_REJECTED = "ProposalRejected"
 TOOL_CALL_SETTLED = "ToolCallSettled"
+TOOL_CALL_AWAITING_APPROVAL = "ToolCallAwaitingApproval"
 OUTCOME_OF = {PROPOSAL_ACCEPTED: "accepted", DUPLICATE_PROPOSAL: "duplicate",
               PROPOSAL_REJECTED: "rejected"}
 """The intake's answer per envelope ``event_type``."""
@@ -80,6 +82,28 @@ class ToolCallSettled(BaseModel):
         "never raw tool output."))
     settled_at: AwareDatetime = Field(description="When the ledger recorded this state.")
 
+
+class ToolCallAwaitingApproval(BaseModel):
+    """The call waits for people before it may take effect: nothing has happened yet. Who may
+    approve stays the policy's (approvers' names are not the agent's business); the agent
+    learns how many approvals and by when, and that the settled state will follow."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    call_id: str = Field(description="The provider's call id: pair by it, never by position.")
+    logical_call_id: uuid.UUID
+    operation_key: str | None = None
+    tool_name: str | None = None
+    tool_version: str | None = None
+    approvals_required: int = Field(ge=1, description="Distinct approvals the call needs.")
+    requested_at: AwareDatetime
+    expires_at: AwareDatetime = Field(description="Not approved by then, the call is denied "
+                                      "(reason approval_request_expired).")
+
+
+Announcement = ToolCallSettled | ToolCallAwaitingApproval
+"""What the projection announces of a call after the intake's answer."""
 
 _RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
 

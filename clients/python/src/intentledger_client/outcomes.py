@@ -9,6 +9,9 @@ the call settles. An outcome folds them into the five things an agent loop branc
   ``reason_code``;
 - ``denied``: it was refused before anything happened, by the intake (``ProposalRejected``) or by
   the policy (DENIED); see ``reason_code`` (``retry_after_s`` for a rate limit);
+- ``awaiting_approval``: it waits for people before it may take effect (nothing has happened);
+  ``approval`` says how many approvals and by when, for the agent to tell its user; the settled
+  state follows: wait on ``handle`` again;
 - ``needs_review``: a person must settle it (MANUAL_REVIEW, COMPENSATION_FAILED); a later
   settled state may follow: wait on ``handle`` again;
 - ``pending``: no settled answer yet. Never a guess: wait on ``handle`` (a timeout, a restart
@@ -23,9 +26,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from intentledger_client.contracts import ProposalOutcome, ToolCallSettled
+from intentledger_client.contracts import (Announcement, ProposalOutcome,
+                                           ToolCallAwaitingApproval, ToolCallSettled)
 
-Status = Literal["succeeded", "failed", "denied", "needs_review", "pending"]
+Status = Literal["succeeded", "failed", "denied", "awaiting_approval", "needs_review", "pending"]
 _STATUS_OF: dict[str, Status] = {
     "SUCCEEDED": "succeeded", "FAILED": "failed", "EXPIRED": "failed", "COMPENSATED": "failed",
     "DENIED": "denied", "MANUAL_REVIEW": "needs_review", "COMPENSATION_FAILED": "needs_review"}
@@ -51,7 +55,8 @@ class Handle(BaseModel):
     """Where its answers may be, on: the end of the partition when it was proposed; its start
     for a duplicate, whose original may have settled long before."""
     settled_after: int = -1
-    """The offset of the settled state already reported: waiting again waits for a later one."""
+    """The offset of the state already reported (settled, or awaiting approval): waiting again
+    waits for a later one."""
 
 
 class Outcome(BaseModel):
@@ -63,6 +68,8 @@ class Outcome(BaseModel):
     """The intake's answer, if it has arrived."""
     settled: ToolCallSettled | None = None
     """The latest settled state announced, if any has arrived."""
+    approval: ToolCallAwaitingApproval | None = None
+    """While it awaits approval (and has not settled since): how many approvals, by when."""
 
     @property
     def call_id(self) -> str:
@@ -84,15 +91,22 @@ class Outcome(BaseModel):
         """The ledger's own word: the settled status, else the intake's outcome."""
         if self.settled is not None:
             return self.settled.status
+        if self.approval is not None:
+            return "AWAITING_APPROVAL"
         return self.answer.outcome if self.answer is not None else None
 
 
 def outcome_of(handle: Handle, answer: ProposalOutcome | None,
-               settled: ToolCallSettled | None) -> Outcome:
-    if settled is not None:
-        status = _STATUS_OF[settled.status]
+               latest: Announcement | None) -> Outcome:
+    """From the intake's answer and the latest state announced since (settled, or awaiting
+    approval)."""
+    status: Status
+    if isinstance(latest, ToolCallAwaitingApproval):
+        return Outcome(status="awaiting_approval", handle=handle, answer=answer, approval=latest)
+    if latest is not None:
+        status = _STATUS_OF[latest.status]
     elif answer is not None and answer.outcome == "rejected":
         status = "denied"
     else:
         status = "pending"
-    return Outcome(status=status, handle=handle, answer=answer, settled=settled)
+    return Outcome(status=status, handle=handle, answer=answer, settled=latest)

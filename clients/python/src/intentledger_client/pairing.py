@@ -21,6 +21,10 @@ NOTES = {
     "pending": "The call is recorded but has not settled yet. Do not assume it happened or "
                "failed. Proposing it again with the same operation key is safe: it cannot take "
                "effect twice.",
+    "awaiting_approval": "The call needs approval by people before it may take effect; nothing "
+                         "has happened yet. Tell the user it is waiting for approval (how many "
+                         "and until when are in 'approval'). Proposing it again with the same "
+                         "operation key is safe: it cannot take effect twice.",
     "needs_review": "A person must review this call before it settles; tell the user it is "
                     "waiting for review. Proposing it again with the same operation key is safe: "
                     "it cannot take effect twice.",
@@ -40,6 +44,9 @@ def content(outcome: Outcome) -> str:
     if outcome.answer is not None and outcome.answer.retry_after_s is not None \
             and outcome.settled is None:
         shown["retry_after_s"] = outcome.answer.retry_after_s
+    if outcome.approval is not None:
+        shown["approval"] = {"approvals_required": outcome.approval.approvals_required,
+                             "expires_at": outcome.approval.expires_at.isoformat()}
     if outcome.status in NOTES:
         shown["note"] = NOTES[outcome.status]
     return json.dumps(shown, sort_keys=True)

@@ -1,6 +1,7 @@
 """Answers to the calls waiting for them: every record read off the tenant's results topic
 is offered to the calls it concerns, by run and provider call id (the intake's answer, told
-apart by the id of the record it answers) and then by the intent's id (the settled states).
+apart by the id of the record it answers) and then by the intent's id (the states announced
+after it: awaiting approval, settled).
 
 No lock: records are routed on the event loop, one at a time, and a call is registered
 before its proposal is sent, so no answer can arrive before its call is there to take it.
@@ -17,25 +18,28 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from intentledger_client.contracts import (OUTCOME_OF, TOOL_CALL_SETTLED, ProposalOutcome,
-                                           ToolCallSettled)
+from intentledger_client.contracts import (OUTCOME_OF, TOOL_CALL_AWAITING_APPROVAL,
+                                           TOOL_CALL_SETTLED, Announcement, ProposalOutcome,
+                                           ToolCallAwaitingApproval, ToolCallSettled)
 from intentledger_client.outcomes import Handle, Outcome, outcome_of
 
-RECENT_SETTLED = 4096
-"""Settled answers remembered per client, for a call that learns its intent's id (from its
-intake answer, a duplicate's from the original's) after the settled state went by."""
+RECENT_STATES = 4096
+"""Announced states remembered per client, for a call that learns its intent's id (from its
+intake answer, a duplicate's from the original's) after the state went by."""
+ANNOUNCED: dict[str, type[ToolCallSettled] | type[ToolCallAwaitingApproval]] = {
+    TOOL_CALL_SETTLED: ToolCallSettled, TOOL_CALL_AWAITING_APPROVAL: ToolCallAwaitingApproval}
 
 
 class Call:
-    """One proposed call, waiting. Its settled state is the one read at the highest offset
-    (the latest), whether read live or while catching up."""
+    """One proposed call, waiting. Its state is the one announced at the highest offset (the
+    latest), whether read live or while catching up: awaiting approval, then settled."""
 
     def __init__(self, handle: Handle, *, settle: bool) -> None:
         self.handle = handle
         self.settle = settle
         self.answer: ProposalOutcome | None = None
-        self.settled: ToolCallSettled | None = None
-        self._settled_at = -1
+        self.state: Announcement | None = None
+        self._state_at = -1
         self._early: list[ProposalOutcome] = []
         self._changed = asyncio.Event()
 
@@ -68,14 +72,14 @@ class Call:
         self._changed.set()
         return answer.logical_call_id is not None
 
-    def take_settled(self, offset: int, settled: ToolCallSettled) -> None:
-        if offset > max(self.handle.settled_after, self._settled_at):
-            self.settled, self._settled_at = settled, offset
+    def take_state(self, offset: int, state: Announcement) -> None:
+        if offset > max(self.handle.settled_after, self._state_at):
+            self.state, self._state_at = state, offset
             self._changed.set()
 
     @property
     def done(self) -> bool:
-        if self.settled is not None:
+        if self.state is not None:
             return True
         return self.answer is not None and (not self.settle or self.answer.outcome == "rejected")
 
@@ -89,9 +93,9 @@ class Call:
         except TimeoutError:
             pass
         handle = self.handle
-        if self.settled is not None:  # a later wait on it waits for a later state
-            handle = handle.model_copy(update={"settled_after": self._settled_at})
-        return outcome_of(handle, self.answer, self.settled)
+        if self.state is not None:  # a later wait on it waits for a later state
+            handle = handle.model_copy(update={"settled_after": self._state_at})
+        return outcome_of(handle, self.answer, self.state)
 
 
 class Router:
@@ -101,7 +105,7 @@ class Router:
         self._on_duplicate = on_duplicate
         self._by_call: dict[tuple[str, str], set[Call]] = {}
         self._by_intent: dict[uuid.UUID, set[Call]] = {}
-        self._recent: OrderedDict[uuid.UUID, tuple[int, ToolCallSettled]] = OrderedDict()
+        self._recent: OrderedDict[uuid.UUID, tuple[int, Announcement]] = OrderedDict()
 
     def register(self, call: Call) -> None:
         self._by_call.setdefault((call.handle.run_id, call.handle.call_id), set()).add(call)
@@ -123,14 +127,14 @@ class Router:
                 for call in list(self._by_call.get(key, ()) if only is None else only):
                     if (call.handle.run_id, call.handle.call_id) == (answer.run_id, answer.call_id):
                         self._offer(call, answer)
-            elif event_type == TOOL_CALL_SETTLED:
-                settled = ToolCallSettled.model_validate(_known(ToolCallSettled, payload))
+            elif (model := ANNOUNCED.get(event_type or "")) is not None:
+                state = model.model_validate(_known(model, payload))
                 if only is None:
-                    self._remember(offset, settled)
-                intent = settled.logical_call_id
+                    self._remember(offset, state)
+                intent = state.logical_call_id
                 for call in list(self._by_intent.get(intent, ()) if only is None else only):
-                    if call.handle.logical_call_id == settled.logical_call_id:
-                        call.take_settled(offset, settled)
+                    if call.handle.logical_call_id == intent:
+                        call.take_state(offset, state)
         except ValidationError:
             return  # not an answer this client understands: nobody's answer, no crash
 
@@ -148,12 +152,14 @@ class Router:
     def _follow(self, call: Call, intent: uuid.UUID) -> None:
         self._by_intent.setdefault(intent, set()).add(call)
         if (seen := self._recent.get(intent)) is not None:
-            call.take_settled(*seen)
+            call.take_state(*seen)
 
-    def _remember(self, offset: int, settled: ToolCallSettled) -> None:
-        self._recent[settled.logical_call_id] = (offset, settled)
-        self._recent.move_to_end(settled.logical_call_id)
-        while len(self._recent) > RECENT_SETTLED:
+    def _remember(self, offset: int, state: Announcement) -> None:
+        if (seen := self._recent.get(state.logical_call_id)) is not None and seen[0] > offset:
+            return  # caught up on an older one: the later state stays
+        self._recent[state.logical_call_id] = (offset, state)
+        self._recent.move_to_end(state.logical_call_id)
+        while len(self._recent) > RECENT_STATES:
             self._recent.popitem(last=False)
 
 

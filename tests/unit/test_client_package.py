@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -57,3 +58,10 @@ def test_the_client_imports_only_its_dependencies_and_the_standard_library() -> 
 
 def test_the_client_says_it_is_typed() -> None:
     assert (CLIENT / "src" / "intentledger_client" / "py.typed").is_file()
+
+
+def test_the_client_passes_mypy_strict() -> None:
+    """Its configuration (``clients/python/pyproject.toml``: strict, its sources and tests)."""
+    checked = subprocess.run([sys.executable, "-m", "mypy"], cwd=CLIENT, capture_output=True,
+                             text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -37,7 +37,11 @@ pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
 
 REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 """Deployed by the dev overlay only."""
-HEALTH_PORT, QUERY_PORT = 8081, 8090
+HEALTH_PORT, QUERY_PORT, MCP_PORT = 8081, 8090, 8095
+NO_DATABASE = {"mcp-gateway"}
+"""Services that keep no state of their own: the gateway's calls are the intake's intents."""
+SERVING = {"query": QUERY_PORT, "mcp-gateway": MCP_PORT}
+"""The pods that take connections, and on which port."""
 
 
 EXAMPLE_TOOL_TOPICS = example_tool_topics()
@@ -287,14 +291,14 @@ def _policies(objects, pod_labels: dict) -> list[dict]:
             if selects(p["spec"]["podSelector"], pod_labels)]
 
 
-def test_every_pod_is_denied_by_default_and_only_the_query_api_takes_connections(objects):
+def test_every_pod_is_denied_by_default_and_only_the_apis_take_connections(objects):
     for name, template in pod_templates(objects).items():
         policies = _policies(objects, template["metadata"]["labels"])
         assert any(set(p["policyTypes"]) == {"Ingress", "Egress"} and not p.get("ingress")
                    and not p.get("egress") for p in policies), f"{name}: no default deny"
         ingress = [rule for p in policies for rule in p.get("ingress", [])]
-        if name == "query":
-            assert [port["port"] for rule in ingress for port in rule["ports"]] == [QUERY_PORT]
+        if name in SERVING:
+            assert [port["port"] for rule in ingress for port in rule["ports"]] == [SERVING[name]]
         else:
             assert not ingress, f"{name} accepts connections"
 
@@ -310,7 +314,7 @@ def test_only_the_dispatcher_reaches_tool_endpoints_and_kafka_clients_reach_kafk
         assert bool(tools) == (name == "dispatcher"), name
         env = {n for c in containers(template) for n in env_of(c)}
         assert (9093 in ports) == ("INTENTLEDGER_KAFKA_SASL_PASSWORD" in env), name
-        assert 5432 in ports and 53 in ports, name
+        assert 53 in ports and (5432 in ports) == (name not in NO_DATABASE), name
 
 
 # Autoscaling
@@ -376,7 +380,7 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         as_acl(topology.BY_NAME[topology.AGENT_RESULTS].address)}
     writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
     assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-query",
-                       *AGENT_USERS}
+                       "intentledger-mcp-gateway", *AGENT_USERS}
     assert acls(users["intentledger-query"]) == {  # the console's resolve form, and nothing else
         ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
@@ -406,7 +410,8 @@ def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overl
 
 
 KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},
-               topology.CONSOLE: {"intentledger-query"}, topology.AGENTS: set(AGENT_USERS)}
+               topology.CONSOLE: {"intentledger-query"}, topology.AGENTS: set(AGENT_USERS),
+               topology.MCP_GATEWAY: {"intentledger-mcp-gateway"}}
 """The Kafka users of each writer the topology names (downstream systems bring their own)."""
 
 
@@ -439,7 +444,11 @@ def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
     readers = {name for name, user in users.items()
                if any(n.startswith(topology.AGENT_RESULTS) and "Read" in ops
                       for (kind, n), ops in acls(user).items())}
-    assert readers == set(AGENT_USERS), "nobody else reads any tenant's answers"
+    assert readers == set(AGENT_USERS) | {"intentledger-mcp-gateway"}, \
+        "nobody else reads any tenant's answers (the gateway reads them for its callers)"
+    assert acls(users["intentledger-mcp-gateway"]) == {
+        ("topic", _intake.proposals_topic): {"Write", "Describe"},
+        ("topic", f"{topology.AGENT_RESULTS}.*"): {"Read", "Describe"}}
 
 
 def test_each_example_tenants_results_topic_has_the_familys_partitions(objects):
@@ -452,7 +461,7 @@ def test_every_kafka_client_logs_in_as_its_own_user(objects):
     users = of_kind(objects, "KafkaUser")
     for name, deployment in of_kind(objects, "Deployment").items():
         env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
-        if name not in CONSUMERS and name not in ("relay", "query"):
+        if name not in CONSUMERS and name not in ("relay", "query", "mcp-gateway"):
             assert "INTENTLEDGER_KAFKA_SASL_USERNAME" not in env, f"{name} needs no Kafka user"
             continue
         username = env["INTENTLEDGER_KAFKA_SASL_USERNAME"]["value"]
@@ -468,12 +477,15 @@ def test_every_kafka_client_logs_in_as_its_own_user(objects):
 def test_each_service_has_its_own_database_role(overlay, objects):
     cluster = of_kind(objects, "Cluster")["intentledger-pg"]["spec"]
     roles = {role["name"]: role for role in cluster["managed"]["roles"]}
-    services = deployed(overlay)
+    services = deployed(overlay) - NO_DATABASE
     assert set(roles) == {"intentledger"} | {name.replace("-", "_") for name in services}
     # The migration role hands each schema to its owner (postgres/grants.sql): it must be a member.
     assert set(roles["intentledger"]["inRoles"]) == {n.replace("-", "_") for n in services} - {"relay"}
     assert roles["query"]["inherit"] is False  # row-level security applies only after SET ROLE
     for name, template in pod_templates(objects).items():
+        if name in NO_DATABASE:
+            assert "INTENTLEDGER_DATABASE_URL" not in env_of(containers(template)[0]), name
+            continue
         url = env_of(containers(template)[0])["INTENTLEDGER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         secret = "intentledger-db-migrator" if name == "migrate" else f"intentledger-db-{name}"
         assert url == {"name": secret, "key": "uri"}, name

@@ -1,0 +1,57 @@
+"""The MCP server: ``tools/list`` and ``tools/call`` for the authenticated caller.
+
+Built on the SDK's low-level ``Server``, whose handlers are asked per request: the list is
+computed for each caller from the registry and the policy in force (both re-read on edit).
+A tool the caller is not offered is unknown to it, whether it exists or not (an MCP error,
+``-32602``), so a caller learns nothing of what others may do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import version
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.shared.exceptions import MCPError
+
+from services.mcp_gateway import catalog
+from services.mcp_gateway.callers import Caller, CallerToken
+from services.mcp_gateway.calls import Calls
+from shared.policy.document import Policy
+from shared.tools import ToolRegistry
+
+NAME = "intentledger"
+INSTRUCTIONS = (
+    "Tool calls here go through intentledger: each takes effect at most once per operation "
+    "key (send one in _meta['io.intentledger/operation_key'] to retry safely), only if policy "
+    "allows it, and some wait for a person's approval: those answer pending with a handle, "
+    "which the intentledger.outcome tool takes.")
+
+
+def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls) -> Server:
+    async def list_tools(ctx: ServerRequestContext,
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=catalog.offered(registry, policy(), _caller()))
+
+    async def call_tool(ctx: ServerRequestContext,
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        caller, arguments = _caller(), params.arguments or {}
+        if params.name == catalog.OUTCOME_TOOL:
+            return await calls.outcome(caller, arguments)
+        if catalog.offers(registry, policy(), caller, params.name) is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name[:128]!r}")
+        return await calls.propose(caller, params.name, arguments, params.meta)
+
+    return Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
+
+
+def _caller() -> Caller:
+    """The caller the auth middleware verified; every MCP route is behind it."""
+    token = get_access_token()
+    if not isinstance(token, CallerToken):
+        raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
+    return token.caller

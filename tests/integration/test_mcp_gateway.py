@@ -1,0 +1,222 @@
+"""The MCP gateway, driven by the official MCP SDK's own client over streamable HTTP, in front
+of the whole pipeline (intake, policy, dispatcher, wallet, projection, relay) on real Kafka and
+PostgreSQL: each caller is listed only what its policy could allow; a call takes effect once
+and answers with the settled result; a retry after a dropped connection is answered from the
+one intent; a denied call says why; a call awaiting approval is answered pending with a handle
+and fetched once approved; a token for another audience is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import socket
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+import pytest
+from joserfc import jwt
+from joserfc.jwk import ECKey
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from services.mcp_gateway.calls import run_for
+from services.mcp_gateway.callers import Caller
+from services.mcp_gateway.main import run_mcp_gateway
+from services.mcp_gateway.settings import OPERATION_KEY_META, GatewaySettings
+from shared.config import Settings
+from tests.support.identities import fresh_principal, local
+from tests.support.pipeline import answer, approve
+from tests.support.pipeline_stack import pipeline, pipeline_stage
+from tests.support.wallet import balance, debits, new_wallet
+
+pytestmark = pytest.mark.infra
+ISSUER = "https://issuer.test"
+CAP = 5_000  # 50.00 EUR: above it a debit waits for finance's approval
+
+
+def policy(payer: str, stocker: str) -> dict:
+    return {"capability_ttl_seconds": 120, "rules": [
+        {"name": "blocked-wallets", "principals": [payer], "tenants": ["acme"],
+         "tools": ["wallet.debit"], "resource_path": "wallet_id",
+         "resources": ["tenant/acme/blocked-*"], "effect": "deny"},
+        {"name": "debits", "principals": [payer], "tenants": ["acme"], "tools": ["wallet.debit"],
+         "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow",
+         "max_amount_minor": CAP, "currency": "EUR", "over_cap": "require_approval",
+         "approval": {"quorum": 1, "approvers": ["finance:*"], "ttl_seconds": 600}},
+        {"name": "holds", "principals": [stocker], "tenants": ["acme"],
+         "tools": ["inventory.*"], "effect": "allow"}]}
+
+
+@dataclass
+class Gateway:
+    url: str
+    payer: str
+    stocker: str
+    tokens: dict[str, str]
+    issuer_key: ECKey
+
+    def jwt(self, subject: str, audience: str | None = None) -> str:
+        claims = {"iss": ISSUER, "aud": audience or self.url, "sub": subject, "tenant": "acme",
+                  "client_id": "desktop", "exp": int(time.time()) + 300}
+        return jwt.encode({"alg": "ES256", "kid": "issuer-1"}, claims, self.issuer_key)
+
+
+@pytest.fixture
+async def stage(pool, endpoints, tmp_path):
+    return await pipeline_stage(pool, endpoints, tmp_path)
+
+
+@pytest.fixture
+async def gateway(stage, tmp_path):
+    payer, stocker = fresh_principal(), fresh_principal()
+    stage.write_policy(policy(payer, stocker))
+    tokens = {who: secrets.token_urlsafe(24) for who in (payer, stocker)}
+    (tmp_path / "tokens.json").write_text(json.dumps(
+        {hashlib.sha256(token.encode()).hexdigest(): f"{who}@acme" for who, token in tokens.items()}))
+    issuer_key = ECKey.generate_key("P-256", {"kid": "issuer-1"})
+    (tmp_path / "issuer.jwks").write_text(json.dumps({"keys": [issuer_key.as_dict(private=False)]}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    settings = GatewaySettings(
+        port=port, resource_url=url, issuer_url=ISSUER, jwks_file=tmp_path / "issuer.jwks",
+        tokens_file=tmp_path / "tokens.json", principals_file=local().principals_file,
+        tools_file=stage.tools_file, policy_file=stage.policy_file,
+        signing_key_file=local().key_file("mcp-gateway"), proposals_topic=stage.proposals,
+        results_family=stage.results, wait_s=20)
+    stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
+    served = asyncio.create_task(run_mcp_gateway(
+        Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
+                 database_url=stage.endpoints.database_url), settings, stopping, started))
+    await asyncio.wait_for(asyncio.shield(started), 30)
+    yield Gateway(url, payer, stocker, tokens, issuer_key)
+    stopping.set()
+    await served
+
+
+@asynccontextmanager
+async def mcp(gateway: Gateway, token: str):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                              timeout=httpx2.Timeout(30, read=120))
+    async with http, Client(streamable_http_client(gateway.url, http_client=http)) as client:
+        yield client
+
+
+def key_meta(key: str) -> dict:
+    return {OPERATION_KEY_META: key}
+
+
+async def test_each_caller_is_listed_only_the_tools_its_policy_could_allow(gateway):
+    async with mcp(gateway, gateway.tokens[gateway.payer]) as payer:
+        listed_to_payer = {tool.name for tool in (await payer.list_tools()).tools}
+        with pytest.raises(MCPError) as unknown:
+            await payer.call_tool("inventory.reserve", {"sku": "S", "order_id": "o", "quantity": 1})
+    async with mcp(gateway, gateway.tokens[gateway.stocker]) as stocker:
+        listed_to_stocker = {tool.name for tool in (await stocker.list_tools()).tools}
+    async with mcp(gateway, gateway.jwt(gateway.payer)) as by_jwt:
+        tools = {tool.name: tool for tool in (await by_jwt.list_tools()).tools}
+    assert listed_to_payer == {"wallet.debit", "intentledger.outcome"}
+    assert "inventory.reserve" in listed_to_stocker and "wallet.debit" not in listed_to_stocker
+    assert set(tools) == listed_to_payer, "a JWT for the same principal sees the same tools"
+    assert tools["wallet.debit"].output_schema["properties"].keys() >= {"debit_id", "balance_minor"}
+    assert unknown.value.code == -32602, "a tool not offered is unknown, not forbidden"
+
+
+async def test_a_call_takes_effect_once_and_answers_with_the_settled_result(
+        gateway, stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    key = f"order-{uuid.uuid4().hex[:10]}:pay"
+    async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer]) as client:
+        result = await client.call_tool(
+            "wallet.debit", {"wallet_id": wallet_id, "amount": "40.00", "currency": "EUR"},
+            meta=key_meta(key))
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content["balance_minor"] == 6_000
+    assert json.loads(result.content[0].text) == result.structured_content
+    assert await balance(pool, wallet_id) == 6_000 and await debits(pool, wallet_id) == 1
+    run = run_for(Caller(gateway.payer, "acme"), key)
+    recorded = await pool.fetchval(
+        "SELECT envelope FROM proposal_intake.outbox WHERE topic = $1"
+        " AND envelope->'payload'->>'run_id' = $2", stage.intake, run)
+    intent = json.loads(recorded)["payload"]
+    assert (intent["principal_id"], intent["signed_by"]) == (gateway.payer, "mcp-gateway")
+
+
+async def test_a_retry_after_a_dropped_connection_is_answered_from_the_one_intent(
+        gateway, stage, pool):
+    """The first call is in flight (nothing settles it yet) when the client drops; its retry,
+    on a new connection with the same operation key, is answered once the pipeline runs."""
+    wallet_id = await new_wallet(pool, 10_000)
+    key = f"order-{uuid.uuid4().hex[:10]}:pay"
+    debit = {"wallet_id": wallet_id, "amount": "25.00", "currency": "EUR"}
+    with anyio.move_on_after(3) as dropped:
+        async with mcp(gateway, gateway.tokens[gateway.payer]) as client:
+            await client.call_tool("wallet.debit", debit, meta=key_meta(key))
+    assert dropped.cancelled_caught, "the first call must still be in flight when dropped"
+    async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer]) as client:
+        retried = await client.call_tool("wallet.debit", debit, meta=key_meta(key))
+    assert retried.structured_content["balance_minor"] == 7_500
+    assert await debits(pool, wallet_id) == 1
+    run = run_for(Caller(gateway.payer, "acme"), key)
+    outcomes = await pool.fetch(
+        "SELECT envelope->'payload'->>'outcome' AS outcome FROM proposal_intake.outbox"
+        " WHERE topic = $1 AND envelope->'payload'->>'run_id' = $2", stage.results_topic(), run)
+    assert sorted(row["outcome"] for row in outcomes) == ["accepted", "duplicate"], \
+        "the dropped call was proposed; its retry met the same intent"
+
+
+async def test_a_denied_call_is_an_error_result_with_the_reason_code(gateway, stage, pool):
+    async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer]) as client:
+        denied = await client.call_tool(
+            "wallet.debit", {"wallet_id": "blocked-1", "amount": "10.00", "currency": "EUR"},
+            meta=key_meta(f"blocked-{uuid.uuid4().hex[:10]}"))
+        unkeyed = await client.call_tool(
+            "wallet.debit", {"wallet_id": "w-1", "amount": "10.00", "currency": "EUR"})
+    assert denied.is_error and denied.content[0].text.startswith("denied: denied_by_rule")
+    assert denied.structured_content["reason_code"] == "denied_by_rule"
+    assert unkeyed.is_error and unkeyed.structured_content["reason_code"] == \
+        "operation_key_missing", "a caller-stated key is never made up from the request id"
+
+
+async def test_a_call_awaiting_approval_is_pending_and_its_outcome_is_fetched_once_approved(
+        gateway, stage, pool):
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "80.00", "currency": "EUR"}  # over the cap
+    async with pipeline(stage):
+        async with mcp(gateway, gateway.tokens[gateway.payer]) as client:
+            pending = await client.call_tool("wallet.debit", debit,
+                                             meta=key_meta(f"big-{uuid.uuid4().hex[:10]}"))
+        assert pending.is_error and pending.structured_content["status"] == "pending"
+        assert await debits(pool, wallet_id) == 0
+        handle = pending.structured_content["handle"]
+        intent = (await answer(pool, stage, handle["run_id"], handle["call_id"]))["payload"]
+        await approve(stage, intent, "finance:a")
+        async with mcp(gateway, gateway.tokens[gateway.payer]) as later:  # a new session
+            settled = await later.call_tool("intentledger.outcome", {"handle": handle})
+    assert not settled.is_error, settled.content[0].text
+    assert settled.structured_content["balance_minor"] == 2_000
+    assert await debits(pool, wallet_id) == 1
+
+
+async def test_a_token_for_another_audience_or_none_is_refused_with_the_metadata_url(gateway):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with httpx2.AsyncClient() as http:
+        refused = {name: await http.post(gateway.url, json=ping, headers=headers) for name, headers in {
+            "none": {},
+            "other audience": {"Authorization": f"Bearer {gateway.jwt(gateway.payer, 'https://other.test/mcp')}"},
+            "unlisted subject": {"Authorization": f"Bearer {gateway.jwt('nobody')}"},
+            "static, guessed": {"Authorization": "Bearer " + secrets.token_urlsafe(24)}}.items()}
+        metadata = (await http.get(gateway.url.replace(
+            "/mcp", "/.well-known/oauth-protected-resource/mcp"))).json()
+    assert {name: r.status_code for name, r in refused.items()} == dict.fromkeys(refused, 401)
+    challenge = refused["other audience"].headers["www-authenticate"]
+    assert challenge.startswith("Bearer ") and "/.well-known/oauth-protected-resource/mcp" in challenge
+    assert (metadata["resource"], metadata["authorization_servers"]) == (gateway.url, [ISSUER])

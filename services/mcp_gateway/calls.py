@@ -32,31 +32,39 @@ from services.mcp_gateway.settings import OPERATION_KEY_META
 RUN_META = "io.intentledger/run_id"
 
 
+class NotTheCallers(ValueError):
+    """A handle of another tenant's call."""
+
+
 class Calls:
     def __init__(self, clients: Clients, wait_s: float) -> None:
         self._clients, self._wait_s = clients, wait_s
         self._running: set[asyncio.Task[Outcome]] = set()
 
     async def propose(self, caller: Caller, tool: str, arguments: dict[str, Any],
-                      meta: Mapping[str, Any] | None) -> types.CallToolResult:
+                      meta: Mapping[str, Any] | None) -> Outcome:
         key = _text((meta or {}).get(OPERATION_KEY_META))
         run_id = _text((meta or {}).get(RUN_META)) or run_for(caller, key)
         client = await self._clients.of(caller)
         call_id = f"mcp-{uuid.uuid4().hex}"
-        return results.answer(await self._detached(client.call(
-            run_id, tool, arguments, call_id=call_id, operation_key=key, wait=self._wait_s)))
+        return await self._detached(client.call(run_id, tool, arguments, call_id=call_id,
+                                                operation_key=key, wait=self._wait_s))
+
+    async def fetch(self, caller: Caller, handle: Handle, wait: float | None = None) -> Outcome:
+        """What an earlier call came to, by its handle; the caller's own tenant's calls only
+        (``NotTheCallers``): its client reads no other tenant's answers."""
+        if handle.tenant_id != caller.tenant_id:
+            raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
+        client = await self._clients.of(caller)
+        return await self._detached(client.wait(handle, timeout=wait or self._wait_s))
 
     async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
-        """``intentledger.outcome``: the caller's own tenant's calls only (its client reads no
-        other tenant's answers)."""
+        """``intentledger.outcome``: the answer for the handle of a pending answer."""
         try:
             handle = Handle.model_validate(arguments.get("handle"))
-        except ValidationError:
+            return results.answer(await self.fetch(caller, handle))
+        except (ValidationError, NotTheCallers):
             return results.refused("handle_invalid", "not a handle an earlier call returned")
-        if handle.tenant_id != caller.tenant_id:
-            return results.refused("handle_invalid", "a handle of another tenant")
-        client = await self._clients.of(caller)
-        return results.answer(await self._detached(client.wait(handle, timeout=self._wait_s)))
 
     async def _detached(self, work) -> Outcome:
         """Awaited by the handler, but not cancelled with it."""

@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 from intentledger_client import Outcome
 
-_LATER = {"pending": "not settled yet (in flight, or awaiting approval)",
+LATER = {"pending": "not settled yet (in flight, or awaiting approval)",
           "needs_review": "awaiting a person's review"}
 
 
@@ -28,9 +28,9 @@ def answer(outcome: Outcome) -> types.CallToolResult:
         return _result(json.dumps(result, sort_keys=True), result, error=False)
     about: dict[str, Any] = {"status": outcome.status, "reason_code": outcome.reason_code,
                              "ledger_status": outcome.ledger_status}
-    if outcome.status in _LATER:
+    if outcome.status in LATER:
         about["handle"] = outcome.handle.model_dump(mode="json")
-        return _result(f"{outcome.status}: {_LATER[outcome.status]}; call intentledger.outcome "
+        return _result(f"{outcome.status}: {LATER[outcome.status]}; call intentledger.outcome "
                        f"with this handle for its outcome: {json.dumps(about['handle'])}",
                        about, error=True)
     message = _message(outcome)

@@ -1,4 +1,5 @@
-"""The MCP server: ``tools/list`` and ``tools/call`` for the authenticated caller.
+"""The MCP server: ``tools/list``, ``tools/call`` and the tasks of calls that outlast it
+(``tasks``), for the authenticated caller.
 
 Built on the SDK's low-level ``Server``, whose handlers are asked per request: the list is
 computed for each caller from the registry and the policy in force (both re-read on edit).
@@ -16,7 +17,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.shared.exceptions import MCPError
 
-from services.mcp_gateway import catalog
+from services.mcp_gateway import catalog, results, tasks
 from services.mcp_gateway.callers import Caller, CallerToken
 from services.mcp_gateway.calls import Calls
 from shared.policy.document import Policy
@@ -42,11 +43,25 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
             return await calls.outcome(caller, arguments)
         if catalog.offers(registry, policy(), caller, params.name) is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name[:128]!r}")
-        return await calls.propose(caller, params.name, arguments, params.meta)
+        outcome = await calls.propose(caller, params.name, arguments, params.meta)
+        if outcome.status in results.LATER and tasks.wanted(params.meta):
+            return tasks.created(outcome)  # a non-core result type: passed as it is
+        return results.answer(outcome)
 
-    return Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool,
-                  get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
+    async def get_task(ctx: ServerRequestContext, params: types.GetTaskRequestParams):
+        return await later.get(_caller(), params.task_id)
+
+    async def cancel_task(ctx: ServerRequestContext, params: types.CancelTaskRequestParams):
+        return await later.cancel(_caller(), params.task_id)
+
+    later = tasks.Tasks(calls)
+    server = Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
+                    on_list_tools=list_tools, on_call_tool=call_tool,
+                    get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
+    server.extensions[tasks.EXTENSION] = {}
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, get_task)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel_task)
+    return server
 
 
 def _caller() -> Caller:

@@ -7,65 +7,23 @@ and fetched once approved; a token for another audience is refused."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
 import secrets
-import socket
-import time
 import uuid
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import anyio
 import httpx2
 import pytest
-from joserfc import jwt
-from joserfc.jwk import ECKey
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.callers import Caller
-from services.mcp_gateway.main import run_mcp_gateway
-from services.mcp_gateway.settings import OPERATION_KEY_META, GatewaySettings
-from shared.config import Settings
-from tests.support.identities import fresh_principal, local
+from tests.support.mcp_gateway import ISSUER, key_meta, mcp, running_gateway
 from tests.support.pipeline import answer, approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.wallet import balance, debits, new_wallet
 
 pytestmark = pytest.mark.infra
-ISSUER = "https://issuer.test"
-CAP = 5_000  # 50.00 EUR: above it a debit waits for finance's approval
-
-
-def policy(payer: str, stocker: str) -> dict:
-    return {"capability_ttl_seconds": 120, "rules": [
-        {"name": "blocked-wallets", "principals": [payer], "tenants": ["acme"],
-         "tools": ["wallet.debit"], "resource_path": "wallet_id",
-         "resources": ["tenant/acme/blocked-*"], "effect": "deny"},
-        {"name": "debits", "principals": [payer], "tenants": ["acme"], "tools": ["wallet.debit"],
-         "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow",
-         "max_amount_minor": CAP, "currency": "EUR", "over_cap": "require_approval",
-         "approval": {"quorum": 1, "approvers": ["finance:*"], "ttl_seconds": 600}},
-        {"name": "holds", "principals": [stocker], "tenants": ["acme"],
-         "tools": ["inventory.*"], "effect": "allow"}]}
-
-
-@dataclass
-class Gateway:
-    url: str
-    payer: str
-    stocker: str
-    tokens: dict[str, str]
-    issuer_key: ECKey
-
-    def jwt(self, subject: str, audience: str | None = None) -> str:
-        claims = {"iss": ISSUER, "aud": audience or self.url, "sub": subject, "tenant": "acme",
-                  "client_id": "desktop", "exp": int(time.time()) + 300}
-        return jwt.encode({"alg": "ES256", "kid": "issuer-1"}, claims, self.issuer_key)
 
 
 @pytest.fixture
@@ -74,44 +32,9 @@ async def stage(pool, endpoints, tmp_path):
 
 
 @pytest.fixture
-async def gateway(stage, tmp_path):
-    payer, stocker = fresh_principal(), fresh_principal()
-    stage.write_policy(policy(payer, stocker))
-    tokens = {who: secrets.token_urlsafe(24) for who in (payer, stocker)}
-    (tmp_path / "tokens.json").write_text(json.dumps(
-        {hashlib.sha256(token.encode()).hexdigest(): f"{who}@acme" for who, token in tokens.items()}))
-    issuer_key = ECKey.generate_key("P-256", {"kid": "issuer-1"})
-    (tmp_path / "issuer.jwks").write_text(json.dumps({"keys": [issuer_key.as_dict(private=False)]}))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/mcp"
-    settings = GatewaySettings(
-        port=port, resource_url=url, issuer_url=ISSUER, jwks_file=tmp_path / "issuer.jwks",
-        tokens_file=tmp_path / "tokens.json", principals_file=local().principals_file,
-        tools_file=stage.tools_file, policy_file=stage.policy_file,
-        signing_key_file=local().key_file("mcp-gateway"), proposals_topic=stage.proposals,
-        results_family=stage.results, wait_s=20)
-    stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
-    served = asyncio.create_task(run_mcp_gateway(
-        Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
-                 database_url=stage.endpoints.database_url), settings, stopping, started))
-    await asyncio.wait_for(asyncio.shield(started), 30)
-    yield Gateway(url, payer, stocker, tokens, issuer_key)
-    stopping.set()
-    await served
-
-
-@asynccontextmanager
-async def mcp(gateway: Gateway, token: str):
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                              timeout=httpx2.Timeout(30, read=120))
-    async with http, Client(streamable_http_client(gateway.url, http_client=http)) as client:
-        yield client
-
-
-def key_meta(key: str) -> dict:
-    return {OPERATION_KEY_META: key}
+async def gateway(stage):
+    async with running_gateway(stage) as gateway:
+        yield gateway
 
 
 async def test_each_caller_is_listed_only_the_tools_its_policy_could_allow(gateway):

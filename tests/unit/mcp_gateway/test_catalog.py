@@ -1,0 +1,49 @@
+"""The tools each caller is offered: the registry's, as MCP declares them, filtered by what the
+policy could ever allow the caller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.mcp_gateway.callers import Caller
+from services.mcp_gateway.catalog import OUTCOME_TOOL, input_schema, mcp_tool, offered, offers
+from shared.policy.loader import load_policy
+from shared.tools import load_registry
+
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+REGISTRY = load_registry(CONFIG / "tools.example.yaml")
+POLICY = load_policy(CONFIG / "policy.example.yaml")
+
+
+def names(caller: Caller) -> set[str]:
+    return {tool.name for tool in offered(REGISTRY, POLICY, caller)}
+
+
+def test_the_example_agent_is_offered_what_the_example_policy_lets_it_do():
+    assert names(Caller("agent-7", "acme")) == {
+        "wallet.debit", "wallet.refund", "email.send", "inventory.reserve", OUTCOME_TOOL}
+
+
+def test_a_caller_no_rule_allows_anything_is_offered_only_the_outcome_tool():
+    assert names(Caller("agent-8", "acme")) == {OUTCOME_TOOL}  # acme-others-denied
+    assert names(Caller("agent-7", "globex")) == {OUTCOME_TOOL}  # no rule at all
+    assert offers(REGISTRY, POLICY, Caller("agent-8", "acme"), "wallet.debit") is None
+    assert offers(REGISTRY, POLICY, Caller("agent-7", "acme"), "wallet.debit").name == "wallet.debit"
+
+
+def test_an_mcp_tool_keeps_its_name_its_argument_schema_and_an_object_result_schema():
+    debit = REGISTRY.resolve("wallet.debit", None)
+    tool = mcp_tool(debit)
+    assert (tool.name, tool.input_schema, tool.output_schema) == (
+        "wallet.debit", debit.arguments_schema, debit.result_schema)
+    assert input_schema(REGISTRY, "wallet.debit") == debit.arguments_schema
+    assert input_schema(REGISTRY, "nope") is None
+    scalar = debit.model_copy(update={"result_schema": {"type": "string"}})
+    assert mcp_tool(scalar).output_schema is None, "MCP output schemas describe objects only"
+
+
+def test_a_tool_run_in_several_versions_is_not_offered():
+    debit = REGISTRY.resolve("wallet.debit", None)
+    twice = REGISTRY.model_copy(update={"tools": (*REGISTRY.tools,
+                                                  debit.model_copy(update={"version": "2"}))})
+    assert "wallet.debit" not in {t.name for t in offered(twice, POLICY, Caller("agent-7", "acme"))}

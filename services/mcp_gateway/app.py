@@ -37,12 +37,14 @@ def mcp_app(server: Server, verifier: TokenVerifier, settings: GatewaySettings
             allowed_origins=[f"http://{host}" for host in settings.allowed_hosts]
             + [f"https://{host}" for host in settings.allowed_hosts]))
     resource = AnyHttpUrl(settings.resource_url)
+    metadata = []  # with static tokens only, there is no authorization server to point to
+    if settings.issuer_url:
+        metadata = create_protected_resource_routes(
+            settings.resource_url,  # a str: AnyHttpUrl would add a trailing slash to the document
+            [settings.issuer_url],  # a str too, so the issuer matches exactly
+            scopes_supported=settings.required_scopes or None, resource_name="intentledger")
     endpoint = RequireAuthMiddleware(StreamableHTTPASGIApp(sessions), settings.required_scopes,
-                                     build_resource_metadata_url(resource))
-    metadata = create_protected_resource_routes(
-        settings.resource_url,  # a str: AnyHttpUrl would add a trailing slash to the document
-        [settings.issuer_url] if settings.issuer_url else [],
-        scopes_supported=settings.required_scopes or None, resource_name="intentledger")
+                                     build_resource_metadata_url(resource) if metadata else None)
     app = Starlette(routes=[Route(PATH, endpoint), *metadata], middleware=[
         Middleware(AuthenticationMiddleware,
                    backend=BearerAuthBackend(verifier, resource_server_url=resource)),

@@ -44,10 +44,11 @@ class Clients:
         self._opened: dict[Caller, asyncio.Task[Client]] = {}
 
     async def of(self, caller: Caller) -> Client:
-        if caller not in self._opened or (self._opened[caller].done()
-                                          and self._opened[caller].exception() is not None):
-            self._opened[caller] = asyncio.ensure_future(self._open(caller))
-        return await asyncio.shield(self._opened[caller])
+        """The caller's client, opened once; one that failed to open is opened again."""
+        opened = self._opened.get(caller)
+        if opened is None or (opened.done() and (opened.cancelled() or opened.exception())):
+            opened = self._opened[caller] = asyncio.ensure_future(self._open(caller))
+        return await asyncio.shield(opened)
 
     async def _open(self, caller: Caller) -> Client:
         client = DelegatedClient(self._bootstrap, caller, gateway_id=self._gateway_id,
@@ -57,7 +58,7 @@ class Clients:
 
     async def close(self) -> None:
         for opened in self._opened.values():
-            if opened.done() and opened.exception() is None:
-                await opened.result().close()
-            else:
+            if not opened.done():
                 opened.cancel()
+            elif not opened.cancelled() and opened.exception() is None:
+                await opened.result().close()

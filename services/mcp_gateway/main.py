@@ -35,7 +35,7 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
     gateway = gateway_settings or GatewaySettings()
     stopping = stopping or stop_on_signals()
     health = Health("mcp-gateway", "http")
-    async with service_runtime(health, settings, gateway, configured()):
+    async with service_runtime(health, settings, gateway, configured(), database=False):
         key = resolve_signing_key(gateway.signing_key_file)
         if key is None:
             raise SystemExit("mcp-gateway: no signing key (INTENTLEDGER_MCP_GATEWAY_"
@@ -46,7 +46,7 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
             resource_url=gateway.resource_url, principals=lambda: principals.current,
             issuer=gateway.issuer_url, keys=load_key_set(gateway.jwks_file),
             static=load_static_tokens(gateway.tokens_file), static_scopes=gateway.required_scopes)
-        clients = Clients(settings.endpoints.kafka_bootstrap, gateway_id=gateway.principal_id,
+        clients = Clients(settings.kafka_endpoint, gateway_id=gateway.principal_id,
                           key=key, options={"results_family": gateway.results_family,
                                             "proposals_topic": gateway.proposals_topic,
                                             "kafka_options": configured().client_kwargs()})

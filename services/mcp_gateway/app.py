@@ -1,5 +1,5 @@
-"""The gateway's HTTP face: streamable HTTP at ``/mcp`` behind bearer auth, and the RFC 9728
-protected-resource metadata that tells a client where to get a token for it.
+"""The gateway's HTTP face, served by uvicorn: streamable HTTP at ``/mcp`` behind bearer auth,
+and the RFC 9728 protected-resource metadata that tells a client where to get a token for it.
 
 No token, a bad one, or one for another audience: 401 with ``WWW-Authenticate`` naming the
 metadata URL (the MCP authorization flow starts there). Stateless JSON responses: any replica
@@ -9,6 +9,10 @@ configured list (DNS rebinding), so a browser page cannot reach a gateway on loc
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
+import uvicorn
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -23,8 +27,10 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from services.mcp_gateway.settings import GatewaySettings
+from shared.health import Health, NotReady
 
 PATH = "/mcp"
+log = logging.getLogger(__name__)
 
 
 def mcp_app(server: Server, verifier: TokenVerifier, settings: GatewaySettings
@@ -50,3 +56,33 @@ def mcp_app(server: Server, verifier: TokenVerifier, settings: GatewaySettings
                    backend=BearerAuthBackend(verifier, resource_server_url=resource)),
         Middleware(AuthContextMiddleware)])
     return app, sessions
+
+
+async def serve_http(server: Server, verifier: TokenVerifier, settings: GatewaySettings,
+                     health: Health, stopping: asyncio.Event,
+                     started: asyncio.Future[int] | None) -> None:
+    """Serve until ``stopping`` is set; ``started`` receives the bound port."""
+    app, sessions = mcp_app(server, verifier, settings)
+    http = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port,
+                                         lifespan="off", log_level="warning"))
+    async with sessions.run():
+        serving = asyncio.create_task(http.serve())
+        while not http.started and not serving.done():
+            await asyncio.sleep(0.05)
+        if not http.started:
+            raise SystemExit("mcp-gateway: the HTTP port could not be bound")
+        port = http.servers[0].sockets[0].getsockname()[1]
+        health.ready_when("serving", lambda: _answers(http))
+        log.info("mcp-gateway serving on %s:%d (resource %s)", settings.host, port,
+                 settings.resource_url)
+        if started is not None:
+            started.set_result(port)
+        await asyncio.wait([serving, asyncio.create_task(stopping.wait())],
+                           return_when=asyncio.FIRST_COMPLETED)
+        http.should_exit = True
+        await serving
+
+
+async def _answers(http: uvicorn.Server) -> None:
+    if not http.started or http.should_exit:
+        raise NotReady("not serving")

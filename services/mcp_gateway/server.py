@@ -31,7 +31,19 @@ INSTRUCTIONS = (
     "which the intentledger.outcome tool takes.")
 
 
-def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls) -> Server:
+def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls,
+               local: Caller | None = None) -> Server:
+    """``local``: the one caller of a stdio server (no HTTP, no token); None on HTTP, where
+    every caller is the one its verified token names."""
+
+    def _caller() -> Caller:
+        token = get_access_token()
+        if isinstance(token, CallerToken):
+            return token.caller
+        if local is not None:
+            return local
+        raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
+
     async def list_tools(ctx: ServerRequestContext,
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=catalog.offered(registry, policy(), _caller()))
@@ -62,11 +74,3 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
     server.add_request_handler("tasks/get", types.GetTaskRequestParams, get_task)
     server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel_task)
     return server
-
-
-def _caller() -> Caller:
-    """The caller the auth middleware verified; every MCP route is behind it."""
-    token = get_access_token()
-    if not isinstance(token, CallerToken):
-        raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
-    return token.caller

@@ -43,5 +43,8 @@ class GatewaySettings(BaseSettings):
     """Read to list each caller only the tools its policy could ever allow."""
     proposals_topic: str = AGENT_PROPOSALS
     results_family: str = AGENT_RESULTS
+    stdio_caller: str | None = None
+    """``principal@tenant``: serve MCP on stdin/stdout, as that caller, for the one local client
+    that starts this process (no HTTP, no token); unset: streamable HTTP."""
     wait_s: float = Field(default=25.0, gt=0)
     """How long a ``tools/call`` waits for the settled outcome before answering pending."""

@@ -3,22 +3,27 @@ of the whole pipeline (intake, policy, dispatcher, wallet, projection, relay) on
 PostgreSQL: each caller is listed only what its policy could allow; a call takes effect once
 and answers with the settled result; a retry after a dropped connection is answered from the
 one intent; a denied call says why; a call awaiting approval is answered pending with a handle
-and fetched once approved; a token for another audience is refused."""
+and fetched once approved; a token for another audience is refused; a local client starts the
+gateway on stdio as its configured caller."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import sys
 import uuid
 
 import anyio
 import httpx2
 import pytest
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.callers import Caller
-from tests.support.mcp_gateway import ISSUER, key_meta, mcp, running_gateway
+from tests.conftest import ROOT
+from tests.support.identities import fresh_principal, local
+from tests.support.mcp_gateway import ISSUER, key_meta, mcp, policy, running_gateway
 from tests.support.pipeline import answer, approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.wallet import balance, debits, new_wallet
@@ -143,3 +148,29 @@ async def test_a_token_for_another_audience_or_none_is_refused_with_the_metadata
     challenge = refused["other audience"].headers["www-authenticate"]
     assert challenge.startswith("Bearer ") and "/.well-known/oauth-protected-resource/mcp" in challenge
     assert (metadata["resource"], metadata["authorization_servers"]) == (gateway.url, [ISSUER])
+
+
+async def test_a_local_client_starts_the_gateway_on_stdio_and_calls_as_the_configured_caller(
+        stage, pool):
+    payer, stocker = fresh_principal(), fresh_principal()
+    stage.write_policy(policy(payer, stocker))
+    wallet_id = await new_wallet(pool, 10_000)
+    process = StdioServerParameters(
+        command=sys.executable, args=["-m", "intentledger.cli", "serve", "mcp-gateway"],
+        cwd=str(ROOT), env={
+            "INTENTLEDGER_KAFKA_BOOTSTRAP": stage.endpoints.kafka_bootstrap,
+            "INTENTLEDGER_MCP_GATEWAY_STDIO_CALLER": f"{payer}@acme",
+            "INTENTLEDGER_MCP_GATEWAY_TOOLS_FILE": str(stage.tools_file),
+            "INTENTLEDGER_MCP_GATEWAY_POLICY_FILE": str(stage.policy_file),
+            "INTENTLEDGER_MCP_GATEWAY_PRINCIPALS_FILE": str(local().principals_file),
+            "INTENTLEDGER_MCP_GATEWAY_PROPOSALS_TOPIC": stage.proposals,
+            "INTENTLEDGER_MCP_GATEWAY_RESULTS_FAMILY": stage.results,
+            "INTENTLEDGER_SIGNING_KEY_FILE": str(local().key_file("mcp-gateway"))})
+    async with pipeline(stage), Client(process) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        paid = await client.call_tool(
+            "wallet.debit", {"wallet_id": wallet_id, "amount": "40.00", "currency": "EUR"},
+            meta=key_meta(f"order-{uuid.uuid4().hex[:10]}:pay"), read_timeout_seconds=120)
+    assert listed == {"wallet.debit", "intentledger.outcome"}
+    assert not paid.is_error and paid.structured_content["balance_minor"] == 6_000
+    assert await debits(pool, wallet_id) == 1

@@ -94,7 +94,7 @@ EXPECTED = {
     "wallet": (CONSUMER_READINESS, {"consumer"}),
     "warehouse": (CONSUMER_READINESS, {"consumer"}),
     "query": ({"postgres", "migrations"}, set()),
-    "mcp-gateway": ({"http"}, set()),
+    "mcp-gateway": ({"serving"}, set()),
 }
 
 

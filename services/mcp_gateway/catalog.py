@@ -63,4 +63,14 @@ def input_schema(registry: ToolRegistry, name: str) -> dict[str, Any] | None:
 def mcp_tool(tool: ToolSpec) -> types.Tool:
     output = tool.result_schema if tool.result_schema.get("type") == "object" else None
     return types.Tool(name=tool.name, description=tool.description,
-                      input_schema=tool.arguments_schema, output_schema=output)
+                      input_schema=tool.arguments_schema, output_schema=output,
+                      annotations=annotations(tool))
+
+
+def annotations(tool: ToolSpec) -> types.ToolAnnotations:
+    """Hints from the registry. The same arguments have no second effect when the tool is so
+    itself or its key is derived from them (the caller's own key decides otherwise)."""
+    return types.ToolAnnotations(
+        read_only_hint=tool.effect == "read_only", destructive_hint=tool.effect == "irreversible",
+        idempotent_hint=tool.effect in ("read_only", "idempotent")
+        or tool.key.scheme in ("per_entity", "per_command"), open_world_hint=True)

@@ -47,3 +47,12 @@ def test_a_tool_run_in_several_versions_is_not_offered():
     twice = REGISTRY.model_copy(update={"tools": (*REGISTRY.tools,
                                                   debit.model_copy(update={"version": "2"}))})
     assert "wallet.debit" not in {t.name for t in offered(twice, POLICY, Caller("agent-7", "acme"))}
+
+
+def test_the_hints_follow_the_effect_class_and_the_key_scheme():
+    tools = {name: mcp_tool(REGISTRY.resolve(name, None)).annotations
+             for name in ("email.send", "wallet.debit", "wallet.refund")}
+    assert tools["email.send"].destructive_hint and not tools["wallet.debit"].destructive_hint
+    assert not tools["wallet.debit"].idempotent_hint, "its key is the caller's: a new key, a new debit"
+    assert tools["wallet.refund"].idempotent_hint
+    assert not any(hints.read_only_hint for hints in tools.values())

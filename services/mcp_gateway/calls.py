@@ -1,9 +1,10 @@
 """``tools/call``: one proposal on behalf of the caller, answered with what it came to.
 
 The operation key names the intent, never the MCP request id (a client's retry gets a new one):
-it is the caller's ``_meta["io.intentledger/operation_key"]`` if given, else the tool's own key
-scheme derives it from the arguments (a tool whose key the caller must state is refused
-``operation_key_missing`` without one). The run is the caller's ``_meta["io.intentledger/run_id"]``,
+it is the caller's ``_meta["io.intentledger/operation_key"]`` if given, else its
+``operation_key`` argument (offered by tools whose key the caller states: ``catalog``), else the
+tool's own key scheme derives it from the arguments (a tool whose key the caller must state is
+refused ``operation_key_missing`` without one). The run is the caller's ``_meta["io.intentledger/run_id"]``,
 else one per operation key, so a retry lands in the run of its original.
 
 A client that drops the connection cancels the handler; the proposal is not cancelled with it.
@@ -42,8 +43,9 @@ class Calls:
         self._running: set[asyncio.Task[Outcome]] = set()
 
     async def propose(self, caller: Caller, tool: str, arguments: dict[str, Any],
-                      meta: Mapping[str, Any] | None) -> Outcome:
-        key = _text((meta or {}).get(OPERATION_KEY_META))
+                      meta: Mapping[str, Any] | None, stated_key: str | None = None) -> Outcome:
+        """``stated_key``: the key the caller gave among the arguments (``_meta``'s wins)."""
+        key = _text((meta or {}).get(OPERATION_KEY_META)) or stated_key
         run_id = _text((meta or {}).get(RUN_META)) or run_for(caller, key)
         client = await self._clients.of(caller)
         call_id = f"mcp-{uuid.uuid4().hex}"

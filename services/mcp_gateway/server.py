@@ -53,9 +53,11 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
         caller, arguments = _caller(), params.arguments or {}
         if params.name == catalog.OUTCOME_TOOL:
             return await calls.outcome(caller, arguments)
-        if catalog.offers(registry, policy(), caller, params.name) is None:
+        tool = catalog.offers(registry, policy(), caller, params.name)
+        if tool is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name[:128]!r}")
-        outcome = await calls.propose(caller, params.name, arguments, params.meta)
+        arguments, stated = catalog.split_key(tool, arguments)
+        outcome = await calls.propose(caller, params.name, arguments, params.meta, stated)
         if outcome.status in results.LATER and tasks.wanted(params.meta):
             return tasks.created(outcome)  # a non-core result type: passed as it is
         return results.answer(outcome)

@@ -101,6 +101,23 @@ async def test_a_retry_after_a_dropped_connection_is_answered_from_the_one_inten
         "the dropped call was proposed; its retry met the same intent"
 
 
+async def test_a_model_stating_the_key_as_an_argument_retries_without_a_second_effect(
+        gateway, stage, pool):
+    """What a client that cannot set _meta sends (the model fills in every argument)."""
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "10.00", "currency": "EUR",
+             "operation_key": f"order-{uuid.uuid4().hex[:10]}:pay"}
+    async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer]) as client:
+        first = await client.call_tool("wallet.debit", debit)
+        again = await client.call_tool("wallet.debit", debit)
+        another = await client.call_tool("wallet.debit", {
+            **debit, "operation_key": f"order-{uuid.uuid4().hex[:10]}:pay"})
+    assert first.structured_content == again.structured_content, "the same call's result"
+    assert first.structured_content["balance_minor"] == 9_000
+    assert another.structured_content["balance_minor"] == 8_000, "a new key is a new intent"
+    assert await debits(pool, wallet_id) == 2
+
+
 async def test_a_denied_call_is_an_error_result_with_the_reason_code(gateway, stage, pool):
     async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer]) as client:
         denied = await client.call_tool(

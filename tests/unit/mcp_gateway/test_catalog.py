@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.mcp_gateway.callers import Caller
-from services.mcp_gateway.catalog import OUTCOME_TOOL, input_schema, mcp_tool, offered, offers
+from services.mcp_gateway.catalog import (KEY_ARGUMENT, OUTCOME_TOOL, input_schema, mcp_tool,
+                                          offered, offers, split_key)
 from shared.policy.loader import load_policy
 from shared.tools import load_registry
 
@@ -32,14 +33,36 @@ def test_a_caller_no_rule_allows_anything_is_offered_only_the_outcome_tool():
 
 
 def test_an_mcp_tool_keeps_its_name_its_argument_schema_and_an_object_result_schema():
-    debit = REGISTRY.resolve("wallet.debit", None)
-    tool = mcp_tool(debit)
+    refund = REGISTRY.resolve("wallet.refund", None)  # its key derives from its arguments
+    tool = mcp_tool(refund)
     assert (tool.name, tool.input_schema, tool.output_schema) == (
-        "wallet.debit", debit.arguments_schema, debit.result_schema)
-    assert input_schema(REGISTRY, "wallet.debit") == debit.arguments_schema
+        "wallet.refund", refund.arguments_schema, refund.result_schema)
+    assert input_schema(REGISTRY, "wallet.refund") == refund.arguments_schema
     assert input_schema(REGISTRY, "nope") is None
-    scalar = debit.model_copy(update={"result_schema": {"type": "string"}})
+    scalar = refund.model_copy(update={"result_schema": {"type": "string"}})
     assert mcp_tool(scalar).output_schema is None, "MCP output schemas describe objects only"
+
+
+def test_a_tool_whose_caller_states_the_key_takes_it_as_an_argument_taken_out_before_proposing():
+    debit = REGISTRY.resolve("wallet.debit", None)
+    schema = mcp_tool(debit).input_schema
+    assert schema["properties"].keys() == debit.arguments_schema["properties"].keys() | {
+        KEY_ARGUMENT}
+    assert schema["required"] == debit.arguments_schema["required"]
+    assert KEY_ARGUMENT not in debit.arguments_schema["properties"], "the registry is untouched"
+    assert input_schema(REGISTRY, "wallet.debit") == schema
+    called = {"wallet_id": "w-1", "amount": "1.00", "currency": "EUR", KEY_ARGUMENT: "o-7:pay"}
+    own, key = split_key(debit, called)
+    assert (own, key) == ({"wallet_id": "w-1", "amount": "1.00", "currency": "EUR"}, "o-7:pay")
+    debit.validate_arguments(own)
+    refund = REGISTRY.resolve("wallet.refund", None)
+    assert split_key(refund, {"debit_id": "d", KEY_ARGUMENT: "k"}) == (
+        {"debit_id": "d", KEY_ARGUMENT: "k"}, None), "not its argument: the intake judges it"
+    own_named = debit.model_copy(update={"arguments_schema": {
+        **debit.arguments_schema, "properties": {
+            **debit.arguments_schema["properties"], KEY_ARGUMENT: {"type": "integer"}}}})
+    assert mcp_tool(own_named).input_schema == own_named.arguments_schema
+    assert split_key(own_named, {KEY_ARGUMENT: 3}) == ({KEY_ARGUMENT: 3}, None)
 
 
 def test_a_tool_run_in_several_versions_is_not_offered():

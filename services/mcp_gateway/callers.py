@@ -4,8 +4,10 @@ A token names a principal of the principals file, never a key: the gateway signs
 key and names the caller in the signature's ``agent`` claim (``shared.identity.delegation``), so
 the caller needs no key here. The tenant is the token's ``tenant`` claim, else the principal's
 only tenant; a principal that acts for several tenants or for a pattern must have its token name
-one. A JWT whose ``client_id`` (or ``azp``) is a listed agent, issued to a person (``sub``),
-proposes as that agent on the person's behalf: both are recorded with each intent.
+one. Where the deployment's authorization server names its clients by their principals (opt in:
+``agents_from_client_ids``; never with open dynamic client registration, where anyone would
+pick the name), a JWT whose ``client_id`` (or ``azp``) is a listed agent, issued to a person
+(``sub``), proposes as that agent on the person's behalf: both are recorded with each intent.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class CallerToken(AccessToken):
     caller: Caller
 
 
-def caller_of(subject: str, claims: dict[str, Any], principals: Principals) -> Caller | None:
+def caller_of(subject: str, claims: dict[str, Any], principals: Principals, *,
+              agents_from_client_ids: bool = False) -> Caller | None:
     """The caller ``subject`` (and the token's claims) names; None when the principals file
     does not list it or it may not act for the tenant named."""
     principal = principals.get(subject)
@@ -41,7 +44,8 @@ def caller_of(subject: str, claims: dict[str, Any], principals: Principals) -> C
         return None
     person_id = None
     client = principals.get(str(claims.get("client_id") or claims.get("azp") or ""))
-    if principal.kind == "person" and client is not None and client.kind != "person":
+    if (agents_from_client_ids and principal.kind == "person" and client is not None
+            and client.kind != "person"):
         principal, person_id = client, principal.id
     tenant = claims.get("tenant")
     if tenant is None:

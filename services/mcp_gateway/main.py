@@ -63,7 +63,8 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
                     resource_url=gateway.resource_url, principals=lambda: principals.current,
                     issuer=gateway.issuer_url, keys=load_key_set(gateway.jwks_file),
                     static=load_static_tokens(gateway.tokens_file),
-                    static_scopes=gateway.required_scopes)
+                    static_scopes=gateway.required_scopes,
+                    agents_from_client_ids=gateway.agents_from_client_ids)
                 await serve_http(server, verifier, gateway, health, stopping, started)
         finally:
             for watcher in watchers:

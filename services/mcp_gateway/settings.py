@@ -31,6 +31,9 @@ class GatewaySettings(BaseSettings):
     tokens_file: Path | None = None
     """Static bearer tokens for local use: ``{"<sha256 hex of the token>": "<principal>"}``
     (or ``"<principal>@<tenant>"``); never the tokens themselves."""
+    agents_from_client_ids: bool = False
+    """A person's JWT through a client whose ``client_id`` is a listed agent proposes as that
+    agent for the person. Only where the issuer names its clients (no open registration)."""
     required_scopes: list[str] = []
     """Scopes a JWT must carry (static tokens carry every scope)."""
     principal_id: str = "mcp-gateway"

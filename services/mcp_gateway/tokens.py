@@ -57,14 +57,17 @@ class GatewayTokenVerifier:
     def __init__(self, *, resource_url: str, principals: Callable[[], Principals],
                  issuer: str | None = None, keys: KeySet | None = None,
                  static: Mapping[str, str] | None = None,
-                 static_scopes: list[str] | None = None) -> None:
-        """``static_scopes``: what a static token grants (the scopes the gateway requires)."""
+                 static_scopes: list[str] | None = None,
+                 agents_from_client_ids: bool = False) -> None:
+        """``static_scopes``: what a static token grants (the scopes the gateway requires);
+        ``agents_from_client_ids``: ``callers.caller_of``'s."""
         if (issuer is None) != (keys is None):
             raise ValueError("an issuer and its keys (jwks_file) go together")
         self._resource, self._issuer, self._keys = resource_url, issuer, keys
         self._principals = principals
         self._static = dict(static or {})
         self._static_scopes = list(static_scopes or [])
+        self._agents_from_client_ids = agents_from_client_ids
 
     async def verify_token(self, token: str) -> CallerToken | None:
         return self._static_token(token) or self._jwt(token)
@@ -92,7 +95,8 @@ class GatewayTokenVerifier:
             log.info("mcp-gateway: bearer token refused: %s", error)
             return None
         claims = decoded.claims
-        caller = caller_of(str(claims["sub"]), claims, self._principals())
+        caller = caller_of(str(claims["sub"]), claims, self._principals(),
+                           agents_from_client_ids=self._agents_from_client_ids)
         scopes = str(claims.get("scope") or "").split()
         return self._accepted(token, caller, str(claims.get("client_id") or claims["sub"]),
                               scopes, int(claims["exp"]), claims)

@@ -31,9 +31,10 @@ STATIC = {hashlib.sha256(b"tok-7").hexdigest(): "agent-7",
           hashlib.sha256(b"tok-any-no-tenant").hexdigest(): "agent-any"}
 
 
-def verifier() -> GatewayTokenVerifier:
+def verifier(**options) -> GatewayTokenVerifier:
     return GatewayTokenVerifier(resource_url=RESOURCE, principals=lambda: PRINCIPALS, issuer=ISSUER,
-                                keys=KeySet([ISSUER_KEY]), static=STATIC, static_scopes=["tools"])
+                                keys=KeySet([ISSUER_KEY]), static=STATIC, static_scopes=["tools"],
+                                **options)
 
 
 def minted(key=ISSUER_KEY, alg: str = "ES256", **changes) -> str:
@@ -75,9 +76,11 @@ async def test_a_token_is_refused(token):
     assert await verifier().verify_token(token) is None
 
 
-async def test_a_person_signed_in_to_a_listed_agent_client_proposes_as_the_agent_for_them():
-    assert await caller(minted(sub="finance:a", client_id="agent-7")) == Caller(
-        "agent-7", "acme", "finance:a")
+async def test_a_person_through_a_listed_agent_client_proposes_as_it_only_where_so_configured():
+    through_agent = minted(sub="finance:a", client_id="agent-7")
+    named = await verifier(agents_from_client_ids=True).verify_token(through_agent)
+    assert named.caller == Caller("agent-7", "acme", "finance:a")
+    assert await caller(through_agent) == Caller("finance:a", "acme"), "a client id is no agent"
     assert await caller(minted(sub="finance:a")) == Caller("finance:a", "acme")
 
 

@@ -3,7 +3,7 @@
 #   docker run --rm intentledger:dev migrate                 the schema migrations (one shot)
 #   docker run --rm intentledger:dev serve dispatcher        a service: relay, proposal-intake,
 #                                                            policy, dispatcher, projection, query,
-#                                                            wallet, warehouse
+#                                                            wallet, warehouse, mcp-gateway
 # Configuration is environment only (docs/configuration.md). Checked offline by
 # tests/unit/test_dockerfile.py; docker-compose.yml builds it as intentledger:dev.
 
@@ -18,9 +18,10 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # The dependency layer changes only with pyproject.toml (its pins are the project's pins, the
-# agent client's among them; the client itself, clients/python, is built from the source below).
+# agent client's among them; the client itself, clients/python, is built from the source below),
+# with the `mcp` extra: the image serves the MCP gateway too.
 COPY pyproject.toml README.md ./
-RUN python -c "import tomllib; print('\n'.join(d for d in tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'] if not d.startswith('intentledger-client')))" > requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(d for d in p['dependencies'] + p['optional-dependencies']['mcp'] if not d.startswith('intentledger-client')))" > requirements.txt \
  && pip install --no-cache-dir --only-binary=:all: --requirement requirements.txt
 COPY clients/python/ clients/python/
 COPY shared/ shared/
@@ -47,7 +48,7 @@ COPY --from=builder /opt/venv /opt/venv
 COPY config/ /etc/intentledger/
 # The settings' defaults point into the source tree, which the image does not have: the example
 # tool registry, policy and principals are named here (mount your own and set these to replace them).
-# Health endpoints and the query API listen on every interface: a container's loopback is
+# Health endpoints, the query API and the MCP gateway listen on every interface: a container's loopback is
 # unreachable; who may connect is the network's (compose, NetworkPolicy) decision.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
@@ -62,13 +63,18 @@ ENV PATH=/opt/venv/bin:$PATH \
     INTENTLEDGER_DISPATCHER_POLICY_FILE=/etc/intentledger/policy.example.yaml \
     INTENTLEDGER_DISPATCHER_PRINCIPALS_FILE=/etc/intentledger/principals.example.yaml \
     INTENTLEDGER_QUERY_TOOLS_FILE=/etc/intentledger/tools.example.yaml \
+    INTENTLEDGER_MCP_GATEWAY_TOOLS_FILE=/etc/intentledger/tools.example.yaml \
+    INTENTLEDGER_MCP_GATEWAY_POLICY_FILE=/etc/intentledger/policy.example.yaml \
+    INTENTLEDGER_MCP_GATEWAY_PRINCIPALS_FILE=/etc/intentledger/principals.example.yaml \
     INTENTLEDGER_HEALTH_HOST=0.0.0.0 \
     INTENTLEDGER_HEALTH_PORT=8081 \
-    INTENTLEDGER_QUERY_HOST=0.0.0.0
+    INTENTLEDGER_QUERY_HOST=0.0.0.0 \
+    INTENTLEDGER_MCP_GATEWAY_HOST=0.0.0.0
 WORKDIR /home/intentledger
 USER 10001:10001
-# 8081: /healthz and /readyz of every service; 8090: the query API (serve query).
-EXPOSE 8081 8090
+# 8081: /healthz and /readyz of every service; 8090: the query API (serve query); 8095: the MCP
+# gateway (serve mcp-gateway).
+EXPOSE 8081 8090 8095
 # Exec form: the service is PID 1 and receives SIGTERM itself (graceful shutdown).
 ENTRYPOINT ["intentledger"]
 CMD ["serve", "relay"]

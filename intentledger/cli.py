@@ -28,6 +28,7 @@ SERVED = {
     "warehouse": ("downstreams.warehouse.main", "run_warehouse"),
     "query": ("services.query.main", "run_query"),
     "projection": ("services.projection.main", "run_projection"),
+    "mcp-gateway": ("services.mcp_gateway.main", "run_mcp_gateway"),  # the `mcp` extra
 }
 """What ``intentledger serve NAME`` runs: a composition root, imported only when served."""
 _SIGNING_KEY_HELP = ("the signer's private JWK (default: $INTENTLEDGER_SIGNING_KEY or the file "

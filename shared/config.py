@@ -64,11 +64,7 @@ class Settings(BaseSettings):
     @cached_property
     def endpoints(self) -> Endpoints:
         """Explicit environment wins; otherwise what ``infra up`` recorded."""
-        recorded: dict[str, str] = {}
-        if self.infra_state_file.exists():
-            recorded = json.loads(self.infra_state_file.read_text()).get("endpoints", {})
-        kafka = self.kafka_bootstrap or recorded.get("kafka_bootstrap")
-        database = self.database_url or recorded.get("database_url")
+        kafka, database = self._endpoint("kafka_bootstrap"), self._endpoint("database_url")
         missing = [name for name, value in (("INTENTLEDGER_KAFKA_BOOTSTRAP", kafka),
                                             ("INTENTLEDGER_DATABASE_URL", database)) if not value]
         if missing:
@@ -77,3 +73,18 @@ class Settings(BaseSettings):
                 "or set the variable to an existing service"
             )
         return Endpoints(kafka_bootstrap=kafka, database_url=database)
+
+    @cached_property
+    def kafka_endpoint(self) -> str:
+        """Kafka's bootstrap alone, for a process that has no database (the MCP gateway)."""
+        if not (kafka := self._endpoint("kafka_bootstrap")):
+            raise RuntimeError("no endpoint for INTENTLEDGER_KAFKA_BOOTSTRAP: run `intentledger "
+                               "infra up` or set the variable to an existing service")
+        return kafka
+
+    def _endpoint(self, name: str) -> str | None:
+        if value := getattr(self, name):
+            return value
+        if self.infra_state_file.exists():
+            return json.loads(self.infra_state_file.read_text()).get("endpoints", {}).get(name)
+        return None

@@ -19,6 +19,8 @@ The rules, in the topology's words:
 - a tenant's agent writes proposals and reads the results topic of its own tenant only: a
   LITERAL name, since the prefix ``agent.results.acme`` would also match
   ``agent.results.acme2``; it reads without a consumer group, so it holds no group ACL;
+- the MCP gateway writes proposals for the agents it authenticates, of every tenant, and reads
+  their answers: every tenant's results topic (the prefix), without a consumer group;
 - the projection's health sampler reads every service group's lag: Describe on those groups
   and on every topic they consume, nothing more; so does KEDA's scaler in Kubernetes, for the
   groups of the services that run there.
@@ -85,7 +87,8 @@ class Acl:
 def kafka_users(deployed: Collection[str], tool_topics: Iterable[str] = (),
                 tenants: Iterable[str] = (), *, scaler: bool = False
                 ) -> dict[str, tuple[Acl, ...]]:
-    """Per Kafka user (a service's name, ``relay``, ``operator``, ``query``, ``agent-<tenant>``),
+    """Per Kafka user (a service's name, ``relay``, ``operator``, ``query``, ``mcp-gateway``,
+    ``agent-<tenant>``),
     its ACLs. ``deployed``: the services that run (the relay writes only what a running outbox
     producer emits); ``tool_topics``: the registry's Kafka tool topics, which the dispatcher
     emits beside the topology's; ``scaler``: also ``keda``, Kubernetes' autoscaler, which reads
@@ -97,6 +100,9 @@ def kafka_users(deployed: Collection[str], tool_topics: Iterable[str] = (),
     users[OPERATOR] = _writes(topology.OPERATORS)
     if topology.CONSOLE in deployed:
         users[topology.CONSOLE] = _writes(topology.CONSOLE)
+    if topology.MCP_GATEWAY in deployed:
+        users[topology.MCP_GATEWAY] = [*_writes(topology.MCP_GATEWAY), Acl(
+            "topic", f"{topology.AGENT_RESULTS}.", "prefix", ("Read", "Describe"))]
     for tenant in tenants:
         users[agent_user(tenant)] = _agent(tenant)
     if scaler:

@@ -20,15 +20,19 @@ log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
-async def service_runtime(health: Health, settings: Settings, *own: BaseSettings
-                          ) -> AsyncIterator[None]:
-    """``own``: the service's settings classes, shown in the configuration line."""
+async def service_runtime(health: Health, settings: Settings, *own: BaseSettings,
+                          database: bool = True) -> AsyncIterator[None]:
+    """``own``: the service's settings classes, shown in the configuration line; ``database``:
+    False for a process that has none (it needs only Kafka's endpoint)."""
     telemetry_settings, health_settings = telemetry.TelemetrySettings(), HealthSettings()
     telemetry.install(health.service, telemetry_settings)
-    endpoints = settings.endpoints  # what the service connects to, wherever it was found
-    shown = effective(settings, *own, health_settings, telemetry_settings) | {
-        "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-        "INTENTLEDGER_DATABASE_URL": masked_url(endpoints.database_url)}
+    if database:  # what the service connects to, wherever it was found
+        endpoints = settings.endpoints
+        connects = {"INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+                    "INTENTLEDGER_DATABASE_URL": masked_url(endpoints.database_url)}
+    else:
+        connects = {"INTENTLEDGER_KAFKA_BOOTSTRAP": settings.kafka_endpoint}
+    shown = effective(settings, *own, health_settings, telemetry_settings) | connects
     log.info("%s configuration %s", health.service, json.dumps(shown, sort_keys=True))
     async with serving(health, health_settings):
         yield

@@ -41,6 +41,8 @@ OPERATORS = "operators"
 """People, through ``intentledger approve | reject | resolve``."""
 CONSOLE = "query"
 """The operator console's resolve form, served by the query service as the signed-in person."""
+MCP_GATEWAY = "mcp-gateway"
+"""Proposes for the agents it authenticates, of any tenant, and reads their answers."""
 DOWNSTREAMS = "downstream systems"
 
 
@@ -74,7 +76,8 @@ class Topic:
 
 TOPICS = (
     Topic(AGENT_PROPOSALS, "proposals from agents (generic, OpenAI or Anthropic shapes)",
-          "agent.proposals.schema.json", "run id", (AGENTS,), ("proposal-intake",), True),
+          "agent.proposals.schema.json", "run id", (AGENTS, MCP_GATEWAY), ("proposal-intake",),
+          True),
     Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome; one topic "
           "per tenant, only its agents read it",
           "agent.results.schema.json", "run id", ("proposal-intake", "projection"), (), True,

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from shared.contracts.proposals import ToolCallProposal
 from shared.contracts.intake import Intent
+from shared.identity.delegation import Proposer
 from shared.ids import new_event_id
 from shared.tools import CanonicalArguments, ToolRegistry, ToolSpec, canonicalize, operation_key
 
@@ -35,7 +36,8 @@ def name_intent(proposal: ToolCallProposal, registry: ToolRegistry) -> Named:
 
 
 def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime,
-              max_attempts: int) -> Intent:
+              max_attempts: int, proposer: Proposer | None = None) -> Intent:
+    """``proposer``: who signed for the proposal's principal (a gateway), recorded with it."""
     return Intent(
         run_id=proposal.run_id,
         provider=proposal.provider,
@@ -50,6 +52,8 @@ def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime,
         tenant_id=proposal.tenant_id,
         deadline_at=deadline_at,
         run_max_attempts=max_attempts,
+        signed_by=proposer.signed_by if proposer else None,
+        person_id=proposer.person_id if proposer else None,
     )
 
 

@@ -44,6 +44,7 @@ from shared.contracts.intake import IntakeReason
 from shared.contracts.tenants import is_tenant_id
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
+from shared.identity.delegation import Proposer, proposer_of
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.signatures import (HEADER, PROPOSAL as SIGNED_PROPOSAL, IdentityReason,
                                         SignatureRefused, SignedBy, verify)
@@ -94,6 +95,7 @@ class Intake:
                             intake_topic=self._settings.intake_topic)
         try:
             signed = self._signer(raw)
+            proposer = proposer_of(signed, self._principals.current) if signed else None
         except SignatureRefused as refused:
             log.info("intake: record %s refused %s: %s", raw.event_id, refused.code,
                      refused.message)
@@ -113,7 +115,7 @@ class Intake:
             _refuse_message(outcomes, signed, document, rejection.code, rejection.message,
                             rejection.call_ids)
             return
-        if (refusal := self._identity_refusal(signed, proposals)) is not None:
+        if (refusal := self._identity_refusal(signed, proposer, proposals)) is not None:
             _refuse_message(outcomes, signed, document, *refusal,
                             tuple(proposal.provider_call_id for proposal in proposals),
                             identified=False)
@@ -124,7 +126,7 @@ class Intake:
             outcomes.throttled(proposals, throttled.message, throttled.retry_after_s)
             return
         for proposal in proposals:
-            await self._take(uow, outcomes, proposal)
+            await self._take(uow, outcomes, proposal, proposer)
 
     def _signer(self, raw: RawProposal) -> SignedBy | None:
         """Who signed the record; None for an unsigned record while some tenants accept
@@ -137,25 +139,29 @@ class Intake:
         return verify(raw.value, raw.signatures[0] if raw.signatures else None,
                       self._principals.current, use=SIGNED_PROPOSAL)
 
-    def _identity_refusal(self, signed: SignedBy | None, proposals: tuple[ToolCallProposal, ...]
+    def _identity_refusal(self, signed: SignedBy | None, proposer: Proposer | None,
+                          proposals: tuple[ToolCallProposal, ...]
                           ) -> tuple[IdentityReason, str] | None:
-        """Every call must be the signer's own: its principal, for the tenant it signed for."""
+        """Every call must be the proposer's own (the signer's, or the agent a gateway signed
+        for: ``shared.identity.delegation``), for the tenant it signed for."""
         for proposal in proposals:
             if signed is None:
                 if proposal.tenant_id not in self._settings.unsigned_tenants:
                     return (IdentityReason.SIGNATURE_MISSING,
                             f"the record has no {HEADER} header")
-            elif proposal.principal_id != signed.principal_id:
+            elif proposer is not None and proposal.principal_id != proposer.principal_id:
                 return (IdentityReason.SIGNATURE_PRINCIPAL_MISMATCH,
                         f"call {proposal.provider_call_id} names principal "
-                        f"{proposal.principal_id!r}, the record is signed by {signed.principal_id!r}")
+                        f"{proposal.principal_id!r}, the record is signed for "
+                        f"{proposer.principal_id!r}")
             elif proposal.tenant_id != signed.tenant_id:
                 return (IdentityReason.SIGNATURE_TENANT_MISMATCH,
                         f"call {proposal.provider_call_id} names tenant {proposal.tenant_id!r}, "
                         f"the record is signed for {signed.tenant_id!r}")
         return None
 
-    async def _take(self, uow: UnitOfWork, outcomes: Outcomes, proposal: ToolCallProposal) -> None:
+    async def _take(self, uow: UnitOfWork, outcomes: Outcomes, proposal: ToolCallProposal,
+                    proposer: Proposer | None) -> None:
         """Every call gets one answer: a bug or bad data in one call is refused as
         ``internal_error`` inside its own savepoint instead of silencing the whole message."""
         try:
@@ -165,7 +171,7 @@ class Intake:
             return
         try:
             async with uow.savepoint():
-                await self._record(uow.connection, outcomes, proposal, named)
+                await self._record(uow.connection, outcomes, proposal, named, proposer)
         except Exception as error:
             if is_retryable(error):
                 raise
@@ -174,7 +180,8 @@ class Intake:
             outcomes.rejected(proposal, IntakeReason.INTERNAL_ERROR,
                               f"the intake could not record this call ({type(error).__name__})", named)
 
-    async def _record(self, conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> None:
+    async def _record(self, conn, outcomes: Outcomes, proposal: ToolCallProposal, named,
+                      proposer: Proposer | None) -> None:
         if await _answered_by_existing(conn, outcomes, proposal, named):
             return
         run = await repository.run_for_update(conn, proposal.run_id)
@@ -188,7 +195,7 @@ class Intake:
             if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
                 outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
                 return
-        intent = intent_of(proposal, named, run["deadline_at"], run["max_attempts"])
+        intent = intent_of(proposal, named, run["deadline_at"], run["max_attempts"], proposer)
         if await repository.insert_intent(conn, intent, cost[0] if cost else 0):
             outcomes.accepted(proposal, intent)
         elif not await _answered_by_existing(conn, outcomes, proposal, named):

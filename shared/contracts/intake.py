@@ -61,3 +61,8 @@ class Intent(_Contract):
     compensates: uuid.UUID | None = Field(default=None, description=(
         "Set only on a compensation the dispatcher proposed (ledger.compensations): the call "
         "whose effect it gives back. Never set by the intake."))
+    signed_by: str | None = Field(default=None, description=(
+        "The gateway that signed the proposal for its principal (docs/mcp.md); None when the "
+        "principal signed itself."))
+    person_id: str | None = Field(default=None, description=(
+        "The person the gateway says the principal acted for, if it named one."))

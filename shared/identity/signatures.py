@@ -26,7 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from intentledger_client.signing import (ALGORITHMS, APPROVAL, HEADER, MAX_LIFETIME_S,
+from intentledger_client.signing import (AGENT_CLAIM, ALGORITHMS, APPROVAL, HEADER, MAX_LIFETIME_S,
                                          PERSON_CLAIM, PROPOSAL, REGISTRY, RESOLUTION,
                                          SIGNING_KEY_ENV, SIGNING_KEY_FILE_ENV, SigningKey,
                                          load_signing_key, parse_signing_key, sign,
@@ -37,15 +37,17 @@ from joserfc.jwk import ECKey, OKPKey
 
 from shared.identity.principals import Principals, PublicKey
 
-__all__ = ["ALGORITHMS", "APPROVAL", "CLOCK_SKEW_S", "HEADER", "MAX_LIFETIME_S", "PERSON_CLAIM",
-           "PROPOSAL", "PUBLISHES_FOR_PEOPLE", "RESOLUTION", "SIGNING_KEY_ENV",
-           "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy", "SigningKey",
-           "generate_signing_key", "load_signing_key", "parse_signing_key", "save_signing_key",
+__all__ = ["AGENT_CLAIM", "ALGORITHMS", "APPROVAL", "CLOCK_SKEW_S", "HEADER", "MAX_LIFETIME_S",
+           "PERSON_CLAIM", "PROPOSAL", "PROPOSES_FOR_OTHERS", "PUBLISHES_FOR_PEOPLE", "RESOLUTION",
+           "SIGNING_KEY_ENV", "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy",
+           "SigningKey", "generate_signing_key", "load_signing_key", "parse_signing_key", "save_signing_key",
            "sign", "signing_key_from_env", "verify"]
 
 CLOCK_SKEW_S = 30
 """How far a signer's clock may be from the verifier's, either way."""
 PUBLISHES_FOR_PEOPLE = "publishes-for-people"
+PROPOSES_FOR_OTHERS = "proposes-for-others"
+"""The role of a gateway that authenticates agents itself and proposes as them (``agent``)."""
 _LATEST = 253402300799
 """9999-12-31T23:59:59Z: later claimed times are not times."""
 
@@ -74,6 +76,10 @@ class IdentityReason(StrEnum):
     """The signature names a person, and its signer may not publish for people."""
     PERSON_UNKNOWN = "person_unknown"
     """The signature names a person the principals file does not list."""
+    NOT_PROPOSER_FOR_OTHERS = "signer_not_proposer_for_others"
+    """The signature names a principal to propose as, and its signer may not propose for others."""
+    DELEGATE_UNKNOWN = "delegate_unknown"
+    """The signature names a principal to propose as that the principals file does not list."""
 
 
 class SignatureRefused(Exception):
@@ -96,6 +102,8 @@ class SignedBy:
     person: str | None = None
     """The person the signer says it publishes for; whether that is trusted is the caller's
     question (``shared.identity.acting``), not the signature's."""
+    agent: str | None = None
+    """The principal the signer says it proposes as (``shared.identity.delegation``)."""
 
 
 def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
@@ -129,7 +137,7 @@ def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
         raise SignatureRefused(IdentityReason.TENANT_NOT_ALLOWED,
                                f"{principal.id} may not act for tenant {header['tenant']!r}")
     return SignedBy(principal.id, header["tenant"], public.kid, issued, expires,
-                    header.get(PERSON_CLAIM))
+                    header.get(PERSON_CLAIM), header.get(AGENT_CLAIM))
 
 
 def _parsed(token: str | bytes, value: bytes) -> tuple[jws.CompactSignature, dict[str, Any]]:

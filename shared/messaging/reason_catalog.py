@@ -64,6 +64,10 @@ _IDENTITY_REASON = {
     "signer_not_publisher_for_people": "the signature names a person to act for, and its signer "
                                        "lacks the role publishes-for-people",
     "person_unknown": "the signature names a person the principals file does not list",
+    "signer_not_proposer_for_others": "the signature names a principal to propose as (agent), "
+                                      "and its signer lacks the role proposes-for-others",
+    "delegate_unknown": "the signature names a principal to propose as that the principals "
+                        "file does not list",
 }
 _REASON_CODE = {
     "too_large": f"the record exceeds the byte limit (256 KiB by default); {_DEAD}",

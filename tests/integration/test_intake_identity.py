@@ -177,3 +177,63 @@ async def _produce(endpoints, records: list[tuple[bytes, list]]) -> None:
             await producer.send_and_wait(AGENT_PROPOSALS, value, key=b"identity", headers=headers)
     finally:
         await producer.stop()
+
+
+def _for(value: bytes, signer: str, tenant: str = "acme", **claims) -> list:
+    """The header of ``value`` signed by ``signer`` naming ``claims`` (agent, person)."""
+    token = sign(value, local().signing_key(signer), principal_id=signer, tenant_id=tenant,
+                 **claims)
+    return [(HEADER, token.encode())]
+
+
+async def test_a_gateway_proposes_only_as_listed_principals_of_the_tenant_and_says_so(
+        pool, endpoints):
+    """The gateway (role proposes-for-others) signs with its key and names the agent: the
+    intake takes the calls as the agent's, records who signed for whom, and refuses a name
+    that is not listed, not of the tenant, or not the one the body names."""
+    run = new_run()
+    calls = {name: json.dumps(generic(run, name, operation_key=name, principal_id=principal)
+                              ).encode()
+             for name, principal in (("as-agent-7", "agent-7"), ("as-ghost", "ghost"),
+                                     ("as-globex", "globex-agent"), ("body-lies", "user-42"))}
+    records = [
+        (calls["as-agent-7"], _for(calls["as-agent-7"], "mcp-gateway", agent="agent-7",
+                                   person="finance:a")),
+        (calls["as-ghost"], _for(calls["as-ghost"], "mcp-gateway", agent="ghost")),
+        (calls["as-globex"], _for(calls["as-globex"], "mcp-gateway", agent="globex-agent")),
+        (calls["body-lies"], _for(calls["body-lies"], "mcp-gateway", agent="agent-7"))]
+    async with running_intake(endpoints):
+        await _produce(endpoints, records)
+        replies = await _answers(endpoints, run, len(records))
+        [accepted] = await answers(endpoints.kafka_bootstrap, run, 1, topic=LEDGER_INTAKE)
+    assert {call: r["reason_code"] or r["outcome"] for call, r in replies.items()} == {
+        "as-agent-7": "accepted", "as-ghost": "delegate_unknown",
+        "as-globex": "tenant_not_allowed_for_principal",
+        "body-lies": "signature_principal_mismatch"}
+    intent = accepted["payload"]
+    assert (intent["principal_id"], intent["signed_by"], intent["person_id"]) == (
+        "agent-7", "mcp-gateway", "finance:a"), "the history says who signed for whom"
+    assert await _intents(pool, run) == 1
+
+
+async def test_a_principal_without_the_role_cannot_propose_as_another_by_naming_it(
+        pool, endpoints):
+    """mallory (an agent) and a service without the role write agent-7's name into the
+    delegation claim, with their own valid keys: refused, nothing recorded."""
+    run = new_run()
+    value = json.dumps(generic(run, "borrowed", operation_key="b", principal_id="agent-7")).encode()
+    other = json.dumps(generic(run, "by-service", operation_key="s", principal_id="agent-7")
+                       ).encode()
+    person = json.dumps(generic(run, "person-only", operation_key="p", principal_id="agent-7")
+                        ).encode()
+    async with running_intake(endpoints):
+        await _produce(endpoints, [
+            (value, _for(value, "mallory", agent="agent-7")),
+            (other, _for(other, "svc:impostor", agent="agent-7")),
+            (person, _for(person, "mcp-gateway", person="finance:a"))])
+        replies = await _answers(endpoints, run, 3)
+    assert {call: r["reason_code"] for call, r in replies.items()} == {
+        "borrowed": "signer_not_proposer_for_others",
+        "by-service": "signer_not_proposer_for_others",
+        "person-only": "delegate_unknown"}
+    assert await _intents(pool, run) == 0

@@ -20,6 +20,7 @@ from tests.integration.test_wallet import WalletRun, request, send
 from shared.infra.postgres_local import login_url
 from tests.support.dispatch import Stage, dispatcher_stage
 from tests.support.http_effects import free_port
+from tests.support.identities import local
 from tests.support.kafka import committed, create_topic, unique_topic, wait_for
 from tests.support.probe import Probe
 from tests.support.processes import ServiceProcess, relay_env
@@ -73,6 +74,13 @@ def environments(stage: Stage, relay_schema: str) -> dict[str, dict[str, str]]:
         # its own login, which row-level security binds (it refuses the superuser).
         "query": {"INTENTLEDGER_QUERY_PORT": "0", "INTENTLEDGER_KAFKA_BOOTSTRAP": "127.0.0.1:9",
                   "INTENTLEDGER_DATABASE_URL": login_url(stage.endpoints.database_url)},
+        # No database at all: its ledger clients open per caller, on first use.
+        "mcp-gateway": {"INTENTLEDGER_MCP_GATEWAY_PORT": "0",
+                        "INTENTLEDGER_MCP_GATEWAY_TOOLS_FILE": str(stage.tools_file),
+                        "INTENTLEDGER_MCP_GATEWAY_POLICY_FILE": str(stage.policy_file),
+                        "INTENTLEDGER_MCP_GATEWAY_PRINCIPALS_FILE": str(local().principals_file),
+                        "INTENTLEDGER_SIGNING_KEY_FILE": str(local().key_file("mcp-gateway")),
+                        "INTENTLEDGER_DATABASE_URL": ""},
     }
 
 
@@ -86,6 +94,7 @@ EXPECTED = {
     "wallet": (CONSUMER_READINESS, {"consumer"}),
     "warehouse": (CONSUMER_READINESS, {"consumer"}),
     "query": ({"postgres", "migrations"}, set()),
+    "mcp-gateway": ({"serving"}, set()),
 }
 
 

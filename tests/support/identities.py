@@ -5,7 +5,8 @@ principals file and a key per principal (``shared.identity.local``) and points e
 starts at it, through ``INTENTLEDGER_INTAKE_PRINCIPALS_FILE`` (service processes inherit it),
 and every policy and dispatcher, which verify approvals and resolutions with the same file.
 ``console`` signs the console's resolutions for the person signed in (role
-``publishes-for-people``); ``svc:impostor`` is a service without that role; ``dispatcher``
+``publishes-for-people``); ``svc:impostor`` is a service without that role; ``mcp-gateway``
+proposes as the agents it authenticates (role ``proposes-for-others``); ``dispatcher``
 seals the compensations every dispatcher the session starts proposes
 (``INTENTLEDGER_DISPATCHER_SIGNING_KEY_FILE``).
 ``agent-7`` and ``globex-agent`` act for one tenant each, as in the example principals file,
@@ -61,6 +62,7 @@ PRINCIPALS = (
     Identity("agent-approver", ("*",), "agent", ("approver",)),
     Identity("console", ("*",), "service", ("publishes-for-people",)),
     Identity("svc:impostor", ("*",), "service"),
+    Identity("mcp-gateway", ("*",), "service", ("proposes-for-others",)),
     DISPATCHER,
 )
 DEFAULT_SIGNER = ("user-42", "acme")

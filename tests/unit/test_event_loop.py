@@ -28,4 +28,4 @@ def test_every_served_service_starts_through_the_shared_runner(monkeypatch):
     for name, (_, runner) in cli.SERVED.items():
         assert cli.main(["serve", name]) == 0
         assert started[-1] == runner, name
-    assert len(started) == len(cli.SERVED) == 8
+    assert len(started) == len(cli.SERVED) == 9

@@ -37,7 +37,11 @@ pytestmark = [pytest.mark.tooling, pytest.mark.skipif(
 
 REFERENCE_DOWNSTREAMS = {"wallet", "warehouse"}
 """Deployed by the dev overlay only."""
-HEALTH_PORT, QUERY_PORT = 8081, 8090
+HEALTH_PORT, QUERY_PORT, MCP_PORT = 8081, 8090, 8095
+NO_DATABASE = {"mcp-gateway"}
+"""Services that keep no state of their own: the gateway's calls are the intake's intents."""
+SERVING = {"query": QUERY_PORT, "mcp-gateway": MCP_PORT}
+"""The pods that take connections, and on which port."""
 
 
 EXAMPLE_TOOL_TOPICS = example_tool_topics()
@@ -287,16 +291,16 @@ def _policies(objects, pod_labels: dict) -> list[dict]:
             if selects(p["spec"]["podSelector"], pod_labels)]
 
 
-def test_every_pod_is_denied_by_default_and_takes_only_scrapes_and_query_clients(objects):
-    """Prometheus reaches the health port (/metrics) of every pod; only the query API takes
-    other connections."""
+def test_every_pod_is_denied_by_default_and_takes_only_scrapes_and_its_api_clients(objects):
+    """Prometheus reaches the health port (/metrics) of every pod; only the APIs (the query
+    API, the MCP gateway) take other connections, each on its own port."""
     for name, template in pod_templates(objects).items():
         policies = _policies(objects, template["metadata"]["labels"])
         assert any(set(p["policyTypes"]) == {"Ingress", "Egress"} and not p.get("ingress")
                    and not p.get("egress") for p in policies), f"{name}: no default deny"
         ingress = [rule for p in policies for rule in p.get("ingress", [])]
         ports = sorted(port["port"] for rule in ingress for port in rule["ports"])
-        assert ports == ([HEALTH_PORT, QUERY_PORT] if name == "query" else [HEALTH_PORT]), name
+        assert ports == sorted([HEALTH_PORT, *([SERVING[name]] if name in SERVING else [])]), name
         scrape = next(rule for rule in ingress if rule["ports"][0]["port"] == HEALTH_PORT)
         assert scrape["from"] == [{"namespaceSelector": {"matchLabels": {
             "kubernetes.io/metadata.name": "monitoring"}}, "podSelector": {"matchLabels": {
@@ -325,7 +329,7 @@ def test_only_the_dispatcher_reaches_tool_endpoints_and_kafka_clients_reach_kafk
         assert bool(tools) == (name == "dispatcher"), name
         env = {n for c in containers(template) for n in env_of(c)}
         assert (9093 in ports) == ("INTENTLEDGER_KAFKA_SASL_PASSWORD" in env), name
-        assert 5432 in ports and 53 in ports, name
+        assert 53 in ports and (5432 in ports) == (name not in NO_DATABASE), name
 
 
 # Autoscaling
@@ -391,7 +395,7 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         as_acl(topology.BY_NAME[topology.AGENT_RESULTS].address)}
     writers = {name for name, user in users.items() if any("Write" in ops for ops in acls(user).values())}
     assert writers == {"intentledger-relay", "intentledger-operator", "intentledger-query",
-                       *AGENT_USERS}
+                       "intentledger-mcp-gateway", *AGENT_USERS}
     assert acls(users["intentledger-query"]) == {  # the console's resolve form, and nothing else
         ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
@@ -435,7 +439,8 @@ def test_every_kafka_user_holds_the_quota_derived_for_it(overlay, objects):
 
 
 KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},
-               topology.CONSOLE: {"intentledger-query"}, topology.AGENTS: set(AGENT_USERS)}
+               topology.CONSOLE: {"intentledger-query"}, topology.AGENTS: set(AGENT_USERS),
+               topology.MCP_GATEWAY: {"intentledger-mcp-gateway"}}
 """The Kafka users of each writer the topology names (downstream systems bring their own)."""
 
 
@@ -468,7 +473,11 @@ def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
     readers = {name for name, user in users.items()
                if any(n.startswith(topology.AGENT_RESULTS) and "Read" in ops
                       for (kind, n), ops in acls(user).items())}
-    assert readers == set(AGENT_USERS), "nobody else reads any tenant's answers"
+    assert readers == set(AGENT_USERS) | {"intentledger-mcp-gateway"}, \
+        "nobody else reads any tenant's answers (the gateway reads them for its callers)"
+    assert acls(users["intentledger-mcp-gateway"]) == {
+        ("topic", _intake.proposals_topic): {"Write", "Describe"},
+        ("topic", f"{topology.AGENT_RESULTS}.*"): {"Read", "Describe"}}
 
 
 def test_each_example_tenants_results_topic_has_the_familys_partitions(objects):
@@ -481,7 +490,7 @@ def test_every_kafka_client_logs_in_as_its_own_user(objects):
     users = of_kind(objects, "KafkaUser")
     for name, deployment in of_kind(objects, "Deployment").items():
         env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
-        if name not in CONSUMERS and name not in ("relay", "query"):
+        if name not in CONSUMERS and name not in ("relay", "query", "mcp-gateway"):
             assert "INTENTLEDGER_KAFKA_SASL_USERNAME" not in env, f"{name} needs no Kafka user"
             continue
         username = env["INTENTLEDGER_KAFKA_SASL_USERNAME"]["value"]
@@ -497,12 +506,15 @@ def test_every_kafka_client_logs_in_as_its_own_user(objects):
 def test_each_service_has_its_own_database_role(overlay, objects):
     cluster = of_kind(objects, "Cluster")["intentledger-pg"]["spec"]
     roles = {role["name"]: role for role in cluster["managed"]["roles"]}
-    services = deployed(overlay)
+    services = deployed(overlay) - NO_DATABASE
     assert set(roles) == {"intentledger"} | {name.replace("-", "_") for name in services}
     # The migration role hands each schema to its owner (postgres/grants.sql): it must be a member.
     assert set(roles["intentledger"]["inRoles"]) == {n.replace("-", "_") for n in services} - {"relay"}
     assert roles["query"]["inherit"] is False  # row-level security applies only after SET ROLE
     for name, template in pod_templates(objects).items():
+        if name in NO_DATABASE:
+            assert "INTENTLEDGER_DATABASE_URL" not in env_of(containers(template)[0]), name
+            continue
         url = env_of(containers(template)[0])["INTENTLEDGER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         secret = "intentledger-db-migrator" if name == "migrate" else f"intentledger-db-{name}"
         assert url == {"name": secret, "key": "uri"}, name

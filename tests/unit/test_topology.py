@@ -75,10 +75,10 @@ def test_the_settings_default_to_the_topology_names():
         assert declared - tool_topics == emitted - tool_topics, service
 
 
-def test_only_the_relay_people_agents_the_console_and_downstreams_write_to_kafka():
+def test_only_the_relay_people_agents_the_console_the_gateway_and_downstreams_write_to_kafka():
     writers = {writer for topic in topology.TOPICS for writer in topic.kafka_writers}
     assert writers == {topology.RELAY, topology.AGENTS, topology.OPERATORS, topology.CONSOLE,
-                       topology.DOWNSTREAMS}
+                       topology.MCP_GATEWAY, topology.DOWNSTREAMS}
 
 
 def test_every_topic_has_its_schema_file_and_examples():

@@ -27,11 +27,15 @@ ALGORITHMS = ("Ed25519", "EdDSA", "ES256")
 """Ed25519 as RFC 9864 names it, and as older JOSE libraries still do; ES256 on P-256."""
 PERSON_CLAIM = "person"
 """Optional: the person a service signs for (trusted only from a signer allowed to)."""
+AGENT_CLAIM = "agent"
+"""Optional, on proposals: the principal a gateway proposes as, its delegate (trusted only from a
+signer allowed to; the record's body names it as the calls' principal)."""
 _CLAIMS = {name: HeaderParameter(description, kind, required=True) for name, description, kind in (
     ("principal", "who signed", "str"), ("tenant", "for whom", "str"),
     ("iat", "issued at, seconds since the epoch", "int"),
     ("exp", "expires at, seconds since the epoch", "int"))}
 _CLAIMS[PERSON_CLAIM] = HeaderParameter("the person the signer publishes for", "str")
+_CLAIMS[AGENT_CLAIM] = HeaderParameter("the principal the signer proposes as", "str")
 REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=list(ALGORITHMS))
 SigningKey = OKPKey | ECKey
 PROPOSAL, APPROVAL, RESOLUTION = "proposal", "approval", "resolution"
@@ -46,7 +50,7 @@ def typ(use: str) -> str:
 
 def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
          use: str = PROPOSAL, lifetime_s: int = 120, now: datetime | None = None,
-         person: str | None = None) -> str:
+         person: str | None = None, agent: str | None = None) -> str:
     """The header value for a record whose value is ``value``, signed with ``key`` (its ``kid``
     must be the one the principals file lists) for ``use``."""
     if not 0 < lifetime_s <= MAX_LIFETIME_S:
@@ -60,6 +64,8 @@ def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
         "principal": principal_id, "tenant": tenant_id, "iat": issued, "exp": issued + lifetime_s}
     if person is not None:
         protected[PERSON_CLAIM] = person
+    if agent is not None:
+        protected[AGENT_CLAIM] = agent
     token = jws.serialize_compact(protected, value, key, registry=REGISTRY)
     return jws.detach_content(token)
 

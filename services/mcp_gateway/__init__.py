@@ -1,0 +1,1 @@
+"""The MCP gateway: MCP clients call the registry's tools through intentledger (docs/mcp.md)."""

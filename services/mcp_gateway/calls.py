@@ -1,0 +1,93 @@
+"""``tools/call``: one proposal on behalf of the caller, answered with what it came to.
+
+The operation key names the intent, never the MCP request id (a client's retry gets a new one):
+it is the caller's ``_meta["io.intentledger/operation_key"]`` if given, else its
+``operation_key`` argument (offered by tools whose key the caller states: ``catalog``), else the
+tool's own key scheme derives it from the arguments (a tool whose key the caller must state is
+refused ``operation_key_missing`` without one). The run is the caller's ``_meta["io.intentledger/run_id"]``,
+else one per operation key, so a retry lands in the run of its original.
+
+A client that drops the connection cancels the handler; the proposal is not cancelled with it.
+It runs in a task of its own that the handler only stops waiting for: once published, the
+intent exists, and the client's retry under the same key is answered as its duplicate, with
+the same outcome, and never takes effect twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from intentledger_client import Handle, Outcome
+from pydantic import ValidationError
+
+from services.mcp_gateway import results
+from services.mcp_gateway.callers import Caller
+from services.mcp_gateway.clients import Clients
+from services.mcp_gateway.settings import OPERATION_KEY_META
+
+RUN_META = "io.intentledger/run_id"
+
+
+class NotTheCallers(ValueError):
+    """A handle of another tenant's call."""
+
+
+class Calls:
+    def __init__(self, clients: Clients, wait_s: float) -> None:
+        self._clients, self._wait_s = clients, wait_s
+        self._running: set[asyncio.Task[Outcome]] = set()
+
+    async def propose(self, caller: Caller, tool: str, arguments: dict[str, Any],
+                      meta: Mapping[str, Any] | None, stated_key: str | None = None) -> Outcome:
+        """``stated_key``: the key the caller gave among the arguments (``_meta``'s wins)."""
+        key = _text((meta or {}).get(OPERATION_KEY_META)) or stated_key
+        run_id = _text((meta or {}).get(RUN_META)) or run_for(caller, key)
+        client = await self._clients.of(caller)
+        call_id = f"mcp-{uuid.uuid4().hex}"
+        return await self._detached(client.call(run_id, tool, arguments, call_id=call_id,
+                                                operation_key=key, wait=self._wait_s))
+
+    async def fetch(self, caller: Caller, handle: Handle, wait: float | None = None) -> Outcome:
+        """What an earlier call came to, by its handle; the caller's own tenant's calls only
+        (``NotTheCallers``): its client reads no other tenant's answers."""
+        if handle.tenant_id != caller.tenant_id:
+            raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
+        client = await self._clients.of(caller)
+        return await self._detached(client.wait(handle, timeout=wait or self._wait_s))
+
+    async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
+        """``intentledger.outcome``: the answer for the handle of a pending answer."""
+        try:
+            handle = Handle.model_validate(arguments.get("handle"))
+            return results.answer(await self.fetch(caller, handle))
+        except (ValidationError, NotTheCallers):
+            return results.refused("handle_invalid", "not a handle an earlier call returned")
+
+    async def _detached(self, work) -> Outcome:
+        """Awaited by the handler, but not cancelled with it."""
+        task = asyncio.ensure_future(work)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
+
+    async def close(self) -> None:
+        """Let proposals in flight be published (each is bounded by the wait)."""
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+
+def run_for(caller: Caller, key: str | None) -> str:
+    """One run per caller and operation key (a fresh one without a key): a retry joins the
+    run of its original, whose answers its client reads."""
+    if key is None:
+        return f"mcp-{uuid.uuid4().hex}"
+    digest = hashlib.sha256(f"{caller.tenant_id}\0{caller.principal_id}\0{key}".encode())
+    return f"mcp-{digest.hexdigest()[:32]}"
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,78 @@
+"""The MCP server: ``tools/list``, ``tools/call`` and the tasks of calls that outlast it
+(``tasks``), for the authenticated caller.
+
+Built on the SDK's low-level ``Server``, whose handlers are asked per request: the list is
+computed for each caller from the registry and the policy in force (both re-read on edit).
+A tool the caller is not offered is unknown to it, whether it exists or not (an MCP error,
+``-32602``), so a caller learns nothing of what others may do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import version
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.shared.exceptions import MCPError
+
+from services.mcp_gateway import catalog, results, tasks
+from services.mcp_gateway.callers import Caller, CallerToken
+from services.mcp_gateway.calls import Calls
+from shared.policy.document import Policy
+from shared.tools import ToolRegistry
+
+NAME = "intentledger"
+INSTRUCTIONS = (
+    "Tool calls here go through intentledger: each takes effect at most once per operation "
+    "key (send one in _meta['io.intentledger/operation_key'] to retry safely), only if policy "
+    "allows it, and some wait for a person's approval: those answer pending with a handle, "
+    "which the intentledger.outcome tool takes.")
+
+
+def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls,
+               local: Caller | None = None) -> Server:
+    """``local``: the one caller of a stdio server (no HTTP, no token); None on HTTP, where
+    every caller is the one its verified token names."""
+
+    def _caller() -> Caller:
+        token = get_access_token()
+        if isinstance(token, CallerToken):
+            return token.caller
+        if local is not None:
+            return local
+        raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
+
+    async def list_tools(ctx: ServerRequestContext,
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=catalog.offered(registry, policy(), _caller()))
+
+    async def call_tool(ctx: ServerRequestContext,
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        caller, arguments = _caller(), params.arguments or {}
+        if params.name == catalog.OUTCOME_TOOL:
+            return await calls.outcome(caller, arguments)
+        tool = catalog.offers(registry, policy(), caller, params.name)
+        if tool is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name[:128]!r}")
+        arguments, stated = catalog.split_key(tool, arguments)
+        outcome = await calls.propose(caller, params.name, arguments, params.meta, stated)
+        if outcome.status in results.LATER and tasks.wanted(params.meta):
+            return tasks.created(outcome)  # a non-core result type: passed as it is
+        return results.answer(outcome)
+
+    async def get_task(ctx: ServerRequestContext, params: types.GetTaskRequestParams):
+        return await later.get(_caller(), params.task_id)
+
+    async def cancel_task(ctx: ServerRequestContext, params: types.CancelTaskRequestParams):
+        return await later.cancel(_caller(), params.task_id)
+
+    later = tasks.Tasks(calls)
+    server = Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
+                    on_list_tools=list_tools, on_call_tool=call_tool,
+                    get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
+    server.extensions[tasks.EXTENSION] = {}
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, get_task)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel_task)
+    return server

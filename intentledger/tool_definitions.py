@@ -10,15 +10,9 @@ import json
 from pathlib import Path
 
 from services.proposal_intake.settings import IntakeSettings
-from shared.tools import ToolRegistry, load_registry
-from intentledger_client.tools import CATALOG, Format, ToolDefinition, export
-
-
-def catalog(registry: ToolRegistry) -> list[ToolDefinition]:
-    return [ToolDefinition(name=tool.name, version=tool.version, description=tool.description,
-                           arguments_schema=tool.arguments_schema,
-                           result_schema=tool.result_schema, aliases=tool.aliases)
-            for tool in registry.tools]
+from intentledger_client.tools import CATALOG, Format, export
+from shared.tools import load_registry
+from shared.tools.catalog import catalog
 
 
 def export_command(format: Format | str, tools_file: str | None) -> str:

@@ -15,11 +15,13 @@ from collections import Counter
 from typing import Any
 
 import mcp_types as types
+from intentledger_client.tools import export
 
 from services.mcp_gateway.callers import Caller
 from shared.policy.document import Policy
 from shared.policy.reach import could_allow
 from shared.tools import ToolRegistry, ToolSpec
+from shared.tools.catalog import definition_of
 
 KEY_ARGUMENT = "operation_key"
 """Added to the arguments of a tool whose key the caller states: a model can name its intent
@@ -90,12 +92,12 @@ def split_key(tool: ToolSpec, arguments: dict[str, Any]) -> tuple[dict[str, Any]
     return own, key if isinstance(key, str) and key else None
 
 
-# TODO(merge): the same rules as shared/tools/definitions.py's ``_mcp`` (main branch, `intentledger
-# tools export --format mcp`); once that moves into the client package, build this from it.
 def mcp_tool(tool: ToolSpec) -> types.Tool:
-    output = tool.result_schema if tool.result_schema.get("type") == "object" else None
-    return types.Tool(name=tool.name, description=tool.description,
-                      input_schema=arguments_schema(tool), output_schema=output,
+    """As ``intentledger tools export --format mcp`` declares it (``intentledger_client.tools``),
+    with the gateway's ``operation_key`` argument and the registry's hints."""
+    [shape] = export([definition_of(tool, arguments_schema(tool))], "mcp")
+    return types.Tool(name=shape["name"], description=shape["description"],
+                      input_schema=shape["inputSchema"], output_schema=shape.get("outputSchema"),
                       annotations=annotations(tool))
 
 

@@ -19,21 +19,16 @@ from intentledger_client.signing import PROPOSAL, SigningKey, sign
 from services.mcp_gateway.callers import Caller
 
 
-class DelegatedClient(Client):
-    """A client whose records the gateway signs for ``caller``."""
+def delegated(bootstrap: str, caller: Caller, *, gateway_id: str, key: SigningKey,
+              **options: Any) -> Client:
+    """A client whose records the gateway signs as itself, naming ``caller`` (the agent, and
+    the person when known) in the signature's claims: the intake checks the delegation."""
+    def signer(value: bytes) -> str:
+        return sign(value, key, principal_id=gateway_id, tenant_id=caller.tenant_id,
+                    use=PROPOSAL, agent=caller.principal_id, person=caller.person_id)
 
-    # TODO(merge): a public ``signer=`` option of intentledger_client.Client would replace
-    # this override of its private ``_signature``.
-    def __init__(self, bootstrap: str, caller: Caller, *, gateway_id: str, key: SigningKey,
-                 **options: Any) -> None:
-        super().__init__(bootstrap, principal_id=caller.principal_id, tenant_id=caller.tenant_id,
-                         signing_key=key, **options)
-        self._caller, self._gateway_id, self._gateway_key = caller, gateway_id, key
-
-    def _signature(self, value: bytes) -> str:
-        return sign(value, self._gateway_key, principal_id=self._gateway_id,
-                    tenant_id=self._caller.tenant_id, use=PROPOSAL,
-                    agent=self._caller.principal_id, person=self._caller.person_id)
+    return Client(bootstrap, principal_id=caller.principal_id, tenant_id=caller.tenant_id,
+                  signer=signer, **options)
 
 
 class Clients:
@@ -51,8 +46,8 @@ class Clients:
         return await asyncio.shield(opened)
 
     async def _open(self, caller: Caller) -> Client:
-        client = DelegatedClient(self._bootstrap, caller, gateway_id=self._gateway_id,
-                                 key=self._key, **self._options)
+        client = delegated(self._bootstrap, caller, gateway_id=self._gateway_id,
+                           key=self._key, **self._options)
         await client.start()
         return client
 

@@ -4,7 +4,8 @@
   (for clients that read only text);
 - denied, failed: ``isError`` with the reason code first in the text, and in
   ``structuredContent`` with the status, so a model sees why and a program can branch;
-- pending, needs_review: ``isError`` too, naming the call by its handle, which the
+- pending, awaiting_approval, needs_review: ``isError`` too, naming the call by its handle
+  (and, awaiting approval, how many approvals by when, for the model to tell its user), which the
   ``intentledger.outcome`` tool takes to fetch what it came to. Not an error of the call, but
   no result either: an MCP client validates a successful result against the tool's
   ``outputSchema``, which a pending answer cannot meet, and a model must not read it as done.
@@ -18,8 +19,9 @@ from typing import Any
 import mcp_types as types
 from intentledger_client import Outcome
 
-LATER = {"pending": "not settled yet (in flight, or awaiting approval)",
-          "needs_review": "awaiting a person's review"}
+LATER = {"pending": "not settled yet (in flight)",
+         "awaiting_approval": "awaiting people's approval; nothing has happened yet",
+         "needs_review": "awaiting a person's review"}
 
 
 def answer(outcome: Outcome) -> types.CallToolResult:
@@ -30,6 +32,9 @@ def answer(outcome: Outcome) -> types.CallToolResult:
                              "ledger_status": outcome.ledger_status}
     if outcome.status in LATER:
         about["handle"] = outcome.handle.model_dump(mode="json")
+        if outcome.approval is not None:
+            about["approval"] = {"approvals_required": outcome.approval.approvals_required,
+                                 "expires_at": outcome.approval.expires_at.isoformat()}
         return _result(f"{outcome.status}: {LATER[outcome.status]}; call intentledger.outcome "
                        f"with this handle for its outcome: {json.dumps(about['handle'])}",
                        about, error=True)

@@ -139,7 +139,8 @@ async def test_a_call_awaiting_approval_is_pending_and_its_outcome_is_fetched_on
         async with mcp(gateway, gateway.tokens[gateway.payer]) as client:
             pending = await client.call_tool("wallet.debit", debit,
                                              meta=key_meta(f"big-{uuid.uuid4().hex[:10]}"))
-        assert pending.is_error and pending.structured_content["status"] == "pending"
+        assert pending.is_error and pending.structured_content["status"] == "awaiting_approval"
+        assert pending.structured_content["approval"]["approvals_required"] == 1
         assert await debits(pool, wallet_id) == 0
         handle = pending.structured_content["handle"]
         intent = (await answer(pool, stage, handle["run_id"], handle["call_id"]))["payload"]

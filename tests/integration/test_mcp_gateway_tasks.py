@@ -83,7 +83,7 @@ async def test_the_sdks_call_resolves_the_task_and_a_client_without_tasks_gets_p
         async with mcp(gateway, gateway.tokens[gateway.payer], mode="legacy") as legacy:
             pending = await legacy.call_tool("wallet.debit", debit, meta=key_meta(key))
             assert legacy.protocol_version == "2025-11-25"
-        assert pending.is_error and pending.structured_content["status"] == "pending"
+        assert pending.is_error and pending.structured_content["status"] == "awaiting_approval"
         async with mcp(gateway, gateway.tokens[gateway.payer], extensions=[Tasks()]) as client:
             calling = asyncio.create_task(client.call_tool("wallet.debit", debit,
                                                            meta=key_meta(key)))

@@ -53,3 +53,19 @@ def test_the_key_comes_from_the_environment_when_none_is_given(
     monkeypatch.setenv("INTENTLEDGER_SIGNING_KEY", json.dumps(key.as_dict(private=True)))
     found = resolve_signing_key(None)
     assert found is not None and found.kid == "env-key"
+
+
+def test_a_client_given_a_signer_signs_every_record_with_it_and_not_with_a_key() -> None:
+    """A gateway proposing for the principal it authenticated signs as itself."""
+    from intentledger_client import Client
+    from intentledger_client.signing import HEADER
+
+    signed: list[bytes] = []
+
+    def signer(value: bytes) -> str:
+        signed.append(value)
+        return "the-gateways-jws"
+
+    client = Client("127.0.0.1:1", principal_id="agent-7", tenant_id="acme", signer=signer)
+    headers = dict(client._headers(b'{"run_id": "r"}'))
+    assert headers[HEADER] == b"the-gateways-jws" and signed == [b'{"run_id": "r"}']

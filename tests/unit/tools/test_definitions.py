@@ -10,7 +10,7 @@ import json
 import pytest
 
 from intentledger.cli import main
-from intentledger.tool_definitions import catalog
+from shared.tools.catalog import catalog
 from services.proposal_intake.formats import to_proposals
 from intentledger_client.tools import CATALOG, FORMATS, export
 from tests.unit.tools.builders import EXAMPLE_FILE, example as example_registry

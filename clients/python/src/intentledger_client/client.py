@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,21 +35,27 @@ from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, results_t
 from intentledger_client.tracing import current_traceparent
 
 DEFAULT_WAIT_S = 30.0
+Signer = Callable[[bytes], str]
+"""A record's bytes → its ``intentledger-signature`` header (a detached JWS)."""
 
 
 class Client:
     def __init__(self, bootstrap: str, *, principal_id: str, tenant_id: str,
                  signing_key: SigningKey | str | Path | None = None,
                  results_family: str = AGENT_RESULTS, proposals_topic: str = AGENT_PROPOSALS,
-                 kafka_options: Mapping[str, Any] | None = None) -> None:
+                 kafka_options: Mapping[str, Any] | None = None,
+                 signer: Signer | None = None) -> None:
         """``results_family`` and ``proposals_topic``: the deployment's names, if it changed
         them. ``kafka_options``: aiokafka's security settings (``security_protocol``,
-        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection."""
+        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection. ``signer``:
+        signs each record's bytes instead of ``signing_key`` (a gateway proposing for the
+        principal it authenticated signs as itself, naming that principal: docs/mcp.md)."""
         self._options = {"bootstrap_servers": bootstrap, **(kafka_options or {})}
         self.principal_id, self.tenant_id = principal_id, tenant_id
         self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
         self._proposals = proposals_topic
-        self._key = resolve_signing_key(signing_key)
+        self._key = resolve_signing_key(signing_key) if signer is None else None
+        self._signer = signer
         self._results = Listener(self._options, self.topic)
         self._router = self._results.router
 
@@ -178,6 +184,8 @@ class Client:
         return headers
 
     def _signature(self, value: bytes) -> str | None:
+        if self._signer is not None:
+            return self._signer(value)
         if self._key is None:
             return None
         return sign(value, self._key, principal_id=self.principal_id, tenant_id=self.tenant_id,

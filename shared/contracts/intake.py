@@ -24,7 +24,6 @@ class IntakeReason(StrEnum):
 
     OPERATION_KEY_CONFLICT = "operation_key_conflict"
     PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
-    RUN_TENANT_MISMATCH = "run_tenant_mismatch"
     RUN_DEADLINE_PASSED = "run_deadline_passed"
     RUN_PRINCIPAL_MISMATCH = "run_principal_mismatch"
     RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"
@@ -68,8 +67,11 @@ class ProposalOutcome(_Contract):
         "Id of the agent's record on agent.proposals (shared.contracts.proposals."
         "proposal_record_id): tells apart answers to two sends that reuse a call id."))
     provider: str | None = None
-    tenant_id: str | None = Field(default=None, description="The proposal's tenant; null when "
-                                  "the message was refused before it could be read.")
+    tenant_id: str | None = Field(default=None, description=(
+        "The proposal's tenant. On ledger.intake, always set: a message refused before its calls "
+        "could be read carries the tenant its sender proved (its verified signature), and one "
+        "whose sender proved none is not recorded there at all. On agent.results.<tenant>, null "
+        "for such a message."))
     principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
     logical_call_id: uuid.UUID | None = None
     operation_key: str | None = None

@@ -240,7 +240,7 @@ class Stepper:
         if kind == "send" and step.tool.requires_approval and not (call.capability or {}).get(
                 "approvals"):
             step.count(metrics.IRREVERSIBLE_UNAPPROVED)  # authority_at_dispatch forbids it
-        order = Order(kind=kind, tool=step.tool, run_id=call.run_id,
+        order = Order(kind=kind, tool=step.tool, run_id=call.run_id, tenant_id=call.tenant_id,
                       logical_call_id=call.logical_call_id, operation_key=call.operation_key,
                       canonical_arguments=call.canonical_arguments, attempt=number,
                       fence=lease.fence, deadline_at=deadline,

@@ -42,11 +42,11 @@ from services.proposal_intake import rates, repository
 from shared.contracts.proposals import ReasonCode, ToolCallProposal, proposal_record_id
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
-from services.proposal_intake.limits import LimitViolation, ReplyAddress, check, reply_address
+from services.proposal_intake.limits import LimitViolation, check, reply_address
+from services.proposal_intake.refusals import recorded_under, reply_tenant
 from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.settings import IntakeSettings, TenantLimits
 from shared.contracts.intake import IntakeReason
-from shared.contracts.tenants import is_tenant_id
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
 from shared.runs import RunKey
@@ -267,27 +267,6 @@ def _readable(value: bytes, settings: IntakeSettings):
         return check(value, settings.limits)
     except LimitViolation as violation:
         return violation.document
-
-
-def reply_tenant(signed: SignedBy | None, address: ReplyAddress) -> str | None:
-    """Whose results topic a refused message is answered on: the tenant its body names (its
-    agent reads there), else the one a verified signature names; None, to dead-letter it,
-    when neither is a valid tenant id (it would name no topic)."""
-    if address.tenant_id is not None:
-        return address.tenant_id
-    return signed.tenant_id if signed is not None and is_tenant_id(signed.tenant_id) else None
-
-
-def recorded_under(signed: SignedBy | None, address: ReplyAddress,
-                   unsigned_tenants) -> str | None:
-    """The tenant whose history a refused message enters, or None (it enters none): the tenant
-    a verified signature names, else, unsigned, the body's tenant if it takes unsigned
-    proposals. Never the body's claim alone."""
-    if signed is not None:
-        return signed.tenant_id if is_tenant_id(signed.tenant_id) else None
-    if address.tenant_id is not None and address.tenant_id in unsigned_tenants:
-        return address.tenant_id
-    return None
 
 
 async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.proposal_intake.handlers import recorded_under, reply_tenant
+from services.proposal_intake.refusals import recorded_under, reply_tenant
 from services.proposal_intake.limits import ReplyAddress, reply_address
 from shared.identity.signatures import SignedBy
 

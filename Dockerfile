@@ -17,15 +17,17 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
-# The dependency layer changes only with pyproject.toml (its pins are the project's pins).
+# The dependency layer changes only with pyproject.toml (its pins are the project's pins, the
+# agent client's among them; the client itself, clients/python, is built from the source below).
 COPY pyproject.toml README.md ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt \
+RUN python -c "import tomllib; print('\n'.join(d for d in tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'] if not d.startswith('intentledger-client')))" > requirements.txt \
  && pip install --no-cache-dir --only-binary=:all: --requirement requirements.txt
+COPY clients/python/ clients/python/
 COPY shared/ shared/
 COPY services/ services/
 COPY downstreams/ downstreams/
 COPY intentledger/ intentledger/
-RUN pip install --no-cache-dir --no-deps . \
+RUN pip install --no-cache-dir --no-deps ./clients/python . \
  && pip check
 
 # Runtime: the interpreter, the venv and the example configuration; nothing else of the source.

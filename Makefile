@@ -8,11 +8,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test unit lint bench bench-quick bench-relay infra-up infra-down install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "intentledger needs Python >= 3.11")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e './clients/python[test]' -e '.[test,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)

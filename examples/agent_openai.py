@@ -1,18 +1,20 @@
-"""An agent proposing the tool calls of an OpenAI chat-completions turn, with the agent SDK.
+"""An agent proposing the tool calls of an OpenAI chat-completions turn, with the agent client
+(``clients/python``, ``pip install ./clients/python``), and handing the model their results.
 
 What it shows: the assistant message is sent as the model returned it (the raw ``tool_calls``
-list, arguments as a JSON string); the intake answers every call, paired back by its
-``tool_call_id``: ``accepted`` (an intent now exists, its id is ``logical_call_id``),
-``duplicate`` (an intent with this operation key already exists: nothing new will happen), or
-``rejected`` with a stable reason code. The turn below holds two calls: a debit of the
-``wallet.debit`` tool of ``config/tools.example.yaml`` (OpenAI function names cannot contain a
-dot, so the model calls it by its alias ``wallet_debit``), and a call of a tool that no
-registry declares, which is rejected as ``unknown_tool``. The answers are then turned into the
-``role: tool`` messages the next request to the model carries.
+list, arguments as a JSON string), and each call's outcome comes back paired by its
+``tool_call_id``, as the ``role: tool`` messages of the next request to the model. The turn
+holds two calls: a debit of the ``wallet.debit`` tool of ``config/tools.example.yaml`` (OpenAI
+function names cannot contain a dot, so the model calls it by its alias ``wallet_debit``),
+and a call of a tool that no registry declares, which the intake refuses: ``denied``,
+``reason_code=unknown_tool``. The debit waits for its settled result (``succeeded`` with the
+new balance, ``failed`` with a reason, ...) unless ``--answered`` stops at the intake's answer:
+``accepted`` (an intent now exists, its id is ``logical_call_id``) or ``duplicate`` (an intent
+with this operation key already exists: nothing new will happen).
 
 Run it (Kafka and PostgreSQL from ``intentledger infra up``, or set
-``INTENTLEDGER_KAFKA_BOOTSTRAP`` and ``INTENTLEDGER_DATABASE_URL``; the intake and a relay must
-be running, e.g. ``intentledger serve proposal-intake`` and ``intentledger serve relay``)::
+``INTENTLEDGER_KAFKA_BOOTSTRAP``; the services must be running: the intake and a relay for
+``--answered``, the whole pipeline for the settled result)::
 
     python examples/agent_openai.py --operation-key order-7:debit --signing-key user-42.jwk
 
@@ -22,8 +24,9 @@ the ``principal_id`` in the JSON (docs/identity.md). Make one with ``intentledge
 generate`` and list its public half in the intake's principals file.
 
 Run it again with the same ``--run`` and ``--operation-key``: the debit is answered
-``duplicate``, with the same intent id. The operation key is what makes a retried turn safe:
-it names the business effect, so a model that repeats itself cannot pay twice.
+``duplicate``, with the same intent id, and its result is the first debit's. The operation key
+is what makes a retried turn safe: it names the business effect, so a model that repeats
+itself cannot pay twice.
 """
 
 from __future__ import annotations
@@ -31,11 +34,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import uuid
 
-from shared.client import Outcome, ProposalClient, to_openai_tool_messages
-from shared.config import Settings
+from intentledger_client import Client, Outcome, to_openai_tool_messages
 
 
 def assistant_turn(wallet_id: str, amount: str) -> dict:
@@ -50,28 +53,30 @@ def assistant_turn(wallet_id: str, amount: str) -> dict:
 
 
 def describe(outcome: Outcome) -> str:
-    """One line per call: its id, the answer, and what identifies or explains it."""
-    if outcome.status in ("accepted", "duplicate"):
-        intent_id = outcome.payload["logical_call_id"]
-        return f"{outcome.call_id} {outcome.status} logical_call_id={intent_id}"
-    if outcome.status == "rejected":
-        return f"{outcome.call_id} rejected reason_code={outcome.reason_code}"
-    return f"{outcome.call_id} pending (no answer yet: is the intake running?)"
+    """One line per call: its id, what it came to, and what identifies or explains it."""
+    if outcome.status == "pending" and outcome.ledger_status in ("accepted", "duplicate"):
+        return f"{outcome.call_id} {outcome.ledger_status} logical_call_id={outcome.handle.logical_call_id}"
+    if outcome.status == "succeeded":
+        return f"{outcome.call_id} succeeded result={json.dumps(outcome.result, sort_keys=True)}"
+    if outcome.status in ("failed", "denied", "needs_review"):
+        return f"{outcome.call_id} {outcome.status} reason_code={outcome.reason_code}"
+    return f"{outcome.call_id} pending (no answer yet: are the services running?)"
 
 
 async def main(args: argparse.Namespace) -> int:
-    bootstrap = Settings().endpoints.kafka_bootstrap
+    bootstrap = os.environ.get("INTENTLEDGER_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     message = assistant_turn(args.wallet, args.amount)
-    async with ProposalClient(bootstrap, run_id=args.run, principal_id=args.principal,
-                              tenant_id=args.tenant, signing_key=args.signing_key) as client:
+    async with Client(bootstrap, principal_id=args.principal, tenant_id=args.tenant,
+                      signing_key=args.signing_key) as client:
         outcomes = await client.propose_openai_chat(
-            message, operation_keys={"call_debit": args.operation_key}, timeout=args.timeout)
+            args.run, message, operation_keys={"call_debit": args.operation_key},
+            wait=args.timeout, settle=not args.answered)
     print(f"run {args.run}")
     for outcome in outcomes:
         print(describe(outcome))
     for tool_message in to_openai_tool_messages(outcomes):  # what the model reads next
         print(json.dumps(tool_message), file=sys.stderr)
-    return 1 if any(o.status == "pending" for o in outcomes) else 0
+    return 1 if any(o.ledger_status is None for o in outcomes) else 0
 
 
 def arguments() -> argparse.Namespace:
@@ -87,7 +92,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--wallet", default="w-1")
     parser.add_argument("--amount", default="12.50")
     parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds to wait for the answers; a call unanswered is 'pending'")
+                        help="seconds to wait for the results; a call unsettled is 'pending'")
+    parser.add_argument("--answered", action="store_true",
+                        help="stop at the intake's answer (accepted, duplicate), not the result")
     return parser.parse_args()
 
 

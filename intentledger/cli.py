@@ -128,6 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     tenants_add.add_argument("--replicas", type=int, default=1,
                              help="replication factor (3 in a production cluster)")
 
+    tools = commands.add_parser("tools", help="the tool registry, for agents")
+    tools_actions = tools.add_subparsers(dest="tools_action", required=True)
+    tools_export = tools_actions.add_parser("export", help="the registry's tools as a model "
+                                            "provider's tool definitions (JSON on stdout)")
+    tools_export.add_argument("--format", required=True,
+                              choices=["openai", "openai-responses", "anthropic", "mcp", "catalog"],
+                              help="catalog: the neutral form clients export from")
+    tools_export.add_argument("--registry", metavar="FILE",
+                              help="a registry file (default: the intake's)")
+
     _operator_commands(commands)
 
     args = parser.parse_args(argv)
@@ -172,6 +182,16 @@ def main(argv: list[str] | None = None) -> int:
         return _generate_key(args.kid, args.curve, args.out)
     if args.command == "tenants":
         return asyncio.run(_add_tenants(settings, args.tenants, args.replicas))
+    if args.command == "tools":
+        from intentledger.tool_definitions import export_command
+        from intentledger_client.tools import NotExportable
+
+        try:
+            print(export_command(args.format, args.registry))
+        except NotExportable as error:
+            print(f"intentledger tools export: {error}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "chaos":
         from intentledger.chaos.cli import chaos_run
 
@@ -184,17 +204,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _propose(settings: Settings, args: argparse.Namespace) -> int:
-    from shared.client import ProposalClient
+    from intentledger_client import Client
 
-    async with ProposalClient(settings.endpoints.kafka_bootstrap, run_id=args.run,
-                              principal_id=args.principal, tenant_id=args.tenant,
-                              signing_key=args.signing_key) as client:
-        outcome = await client.propose(args.tool, json.loads(args.args), call_id=args.call_id,
-                                       tool_version=args.tool_version, operation_key=args.key,
-                                       timeout=args.timeout)
-    shown = {name: value for name, value in outcome.payload.items() if value is not None}
-    print(json.dumps({"status": outcome.status, **shown}, indent=2))
-    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[outcome.status]
+    from shared.messaging.kafka_security import configured
+
+    async with Client(settings.endpoints.kafka_bootstrap, principal_id=args.principal,
+                      tenant_id=args.tenant, signing_key=args.signing_key,
+                      kafka_options=configured().client_kwargs()) as client:
+        outcome = await client.call(args.run, args.tool, json.loads(args.args),
+                                    call_id=args.call_id, tool_version=args.tool_version,
+                                    operation_key=args.key, wait=args.timeout, settle=False)
+    answer = outcome.answer.model_dump(mode="json", exclude_none=True) if outcome.answer else {}
+    status = outcome.answer.outcome if outcome.answer else "pending"
+    print(json.dumps({"status": status, **answer}, indent=2))
+    return {"accepted": 0, "duplicate": 0, "rejected": 3, "pending": 4}[status]
 
 
 async def _decide(settings: Settings, args: argparse.Namespace) -> int:

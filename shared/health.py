@@ -7,6 +7,8 @@ fetch loop, the dispatcher's scheduler, the relay's workers), since such a proce
 doing nothing. Readiness runs every named check at once, each bounded by ``CHECK_TIMEOUT_S``,
 and is 503 while any fails or is not provided yet (a service still waiting for PostgreSQL or
 Kafka at start). Both answer small JSON: each check's result, ``ok`` or why not.
+``GET /metrics`` is the process's Prometheus exposition (``shared.telemetry``): one port per
+process for the probes and the scrape, so a pod declares one port and one network policy.
 
 Served on ``INTENTLEDGER_HEALTH_HOST``:``INTENTLEDGER_HEALTH_PORT``. The image sets the port
 (8081); elsewhere it is unset and nothing is served, because tests, the demo and the chaos runner
@@ -22,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -89,15 +92,20 @@ async def serving(health: Health, settings: HealthSettings) -> AsyncIterator[int
     async def readyz(_: web.Request) -> web.Response:
         return _answer(health, "ready", "not ready", await health.readiness())
 
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
     app = web.Application()
     app.router.add_get("/healthz", healthz, allow_head=False)
     app.router.add_get("/readyz", readyz, allow_head=False)
+    app.router.add_get("/metrics", metrics, allow_head=False)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         await web.TCPSite(runner, settings.host, settings.port).start()
         port = runner.addresses[0][1]
-        log.info("%s health endpoints on http://%s:%d (/healthz, /readyz)",
+        log.info("%s health endpoints on http://%s:%d (/healthz, /readyz, /metrics)",
                  health.service, settings.host, port)
         yield port
     finally:

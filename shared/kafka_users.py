@@ -22,6 +22,11 @@ The rules, in the topology's words:
 - the projection's health sampler reads every service group's lag: Describe on those groups
   and on every topic they consume, nothing more; so does KEDA's scaler in Kubernetes, for the
   groups of the services that run there.
+
+Quotas (``quotas``) bound what the users outside the deployment may cost the brokers: a
+tenant's agents. The intake's proposal rates are the business limit (calls per second per
+tenant and principal); the broker's quota is the floor beneath it, so one agent flooding
+bytes or requests slows only itself, before any of it reaches the intake.
 """
 
 from __future__ import annotations
@@ -38,6 +43,29 @@ DESCRIBE = ("Describe",)
 HEALTH_SAMPLER = "projection"
 """The service whose health sampler reads every consumer group's lag."""
 OPERATOR, AGENT_PREFIX, SCALER = "operator", "agent-", "keda"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A Kafka user's quota, in the broker's units: bytes per second (per broker), and the
+    percentage of one request-handler or network thread's time."""
+
+    producer_byte_rate: int
+    consumer_byte_rate: int
+    request_percentage: int
+
+    def configs(self) -> dict[str, int]:
+        """As the broker's user configs name them (``kafka-configs --add-config``)."""
+        return {"producer_byte_rate": self.producer_byte_rate,
+                "consumer_byte_rate": self.consumer_byte_rate,
+                "request_percentage": self.request_percentage}
+
+
+AGENT_QUOTA = Quota(producer_byte_rate=1024 * 1024, consumer_byte_rate=2 * 1024 * 1024,
+                    request_percentage=50)
+"""A tenant's agents together, per broker: 1 MiB/s of proposals is four messages of the
+largest size the intake takes (256 KiB) or about a thousand one-call proposals, ten times the
+default tenant rate (100 calls/s); answers are read at up to twice that."""
 
 
 def agent_user(tenant: str) -> str:
@@ -123,6 +151,11 @@ def _writes(writer: str) -> list[Acl]:
 def _agent(tenant: str) -> list[Acl]:
     return [*_writes(topology.AGENTS),
             Acl("topic", topology.results_topic(tenant), operations=("Read", "Describe"))]
+
+
+def quotas(users: Iterable[str]) -> dict[str, Quota]:
+    """The quota of each user that has one: every tenant's agent user."""
+    return {user: AGENT_QUOTA for user in users if user.startswith(AGENT_PREFIX)}
 
 
 def topics(tool_topics: Iterable[str] = (), tenants: Iterable[str] = ()) -> tuple[str, ...]:

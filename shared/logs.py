@@ -28,6 +28,12 @@ def log_context(**fields: object) -> Iterator[None]:
         _context.reset(token)
 
 
+def current_context() -> Mapping[str, str]:
+    """The fields in scope (run, event, operation, service): every exported copy of a log line
+    carries them too."""
+    return _context.get()
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = {

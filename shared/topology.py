@@ -18,11 +18,9 @@ import re
 import sys
 from dataclasses import dataclass
 
-from shared.contracts.tenants import TENANT_ID_PATTERN, is_tenant_id
+from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, TENANT_ID_PATTERN
+from intentledger_client.topics import results_topic as results_topic  # the agent's own rule
 
-AGENT_PROPOSALS = "agent.proposals"
-AGENT_RESULTS = "agent.results"
-"""A family of topics, one per tenant: ``results_topic(tenant)``."""
 LEDGER_INTAKE = "ledger.intake"
 LEDGER_APPROVALS = "ledger.approvals"
 LEDGER_AUTHORIZATIONS = "ledger.authorizations"
@@ -114,14 +112,6 @@ hashes to, so more partitions mean less of its tenant's traffic read by each age
 less cost per tenant (a broker carries a few thousand partitions well: 4 per tenant leaves room
 for hundreds of tenants per broker). The relay creates the topic with this count on first use
 and ``intentledger tenants add`` ahead of it; both agree with the Strimzi examples."""
-
-
-def results_topic(tenant_id: str, family: str = AGENT_RESULTS) -> str:
-    """The topic that carries tenant ``tenant_id``'s answers: only its agents may read it.
-    ``family`` is the deployment's (or a test's) name of the family."""
-    if not is_tenant_id(tenant_id):
-        raise ValueError(f"{tenant_id!r} is not a tenant id (shared/contracts/tenants.py)")
-    return f"{family}.{tenant_id}"
 
 
 def results_topics(family: str = AGENT_RESULTS) -> re.Pattern[str]:

@@ -34,4 +34,8 @@ async def main(config: Config) -> int:
 
 
 if __name__ == "__main__":
+    if any(arg == "--compare" or arg.startswith("--compare=") for arg in sys.argv[1:]):
+        from bench.e2e import compare
+
+        sys.exit(compare.main(sys.argv[1:]))
     sys.exit(asyncio.run(main(parse_config())))

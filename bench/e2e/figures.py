@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from bench.e2e.budget import step_budget
 from bench.e2e.meter import Meter
 from bench.e2e.pipeline import GROUP_TOPICS
 from bench.e2e.proposals import Proposals
@@ -35,6 +36,8 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
     lag_max = {group: max((s["lag"][group] for s in samples), default=0)
                for group in GROUP_TOPICS}
     count = step.last - step.first
+    postgres = per_settled(samples[0], samples[-1], _settled_between(
+        proposals, samples[0]["t"], samples[-1]["t"])) if len(samples) > 1 else None
     return {
         "index": step.index, "phase": step.phase, "rate_per_s": step.rate,
         "planned_s": step.planned_s,
@@ -55,8 +58,9 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
         "first_backlog_to_grow": _first_backlog_to_grow(step, samples),
         "cpu": cpu,
         "proposals_per_cpu_s": round(count / services_cpu, 2) if services_cpu else None,
-        "postgres_per_settled": per_settled(samples[0], samples[-1], _settled_between(
-            proposals, samples[0]["t"], samples[-1]["t"])) if len(samples) > 1 else None,
+        "postgres_per_settled": postgres,
+        "budget": step_budget(cpu, meter.kinds, postgres, _settled_between(
+            proposals, samples[0]["t"], samples[-1]["t"]) if len(samples) > 1 else 0),
         "rss_max_mb": {name: _mb(max((s["rss"].get(name, 0) for s in samples), default=0))
                        for name in meter.processes},
     }

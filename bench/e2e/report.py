@@ -30,6 +30,10 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
                  if step["verdict"] else ""))
     print(f"  sustained {result['sustained_proposals_per_s']}/s; at "
           f"{result['latency_at_rate_per_s']}/s p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
+    if budget := result.get("budget_at_sustained"):
+        print("  per settled proposal at the sustained rate (measured / budget): " + ", ".join(
+            f"{name} {line['measured']}/{line['budget']}{' OVER' if line['over'] else ''}"
+            for name, line in budget["per_settled"].items()))
     print("  cpu s / peak MB: " + ", ".join(
         f"{name} {p['cpu_s']}/{p['peak_rss_mb']}" for name, p in result["processes"].items()))
     correctness = result["correctness"]

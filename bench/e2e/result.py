@@ -53,6 +53,7 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         "dbos_workflows_per_s": baselines.get("dbos_workflows_per_s"),
         "pgbench_tps": baselines.get("pgbench_tps"),
         "baselines": baselines,
+        "budget_at_sustained": best and best["budget"],
         "sustained_vs_dbos": round(best["rate_per_s"] / baselines["dbos_workflows_per_s"], 2)
         if best and baselines.get("dbos_workflows_per_s") else None,
         "max_python_service_rss_mb": max(python_services.values(), default=None),

@@ -30,12 +30,11 @@ from intentledger.chaos.approvals import approve
 from intentledger.chaos.forgery import forge
 from intentledger.chaos.signers import scenario_identities
 from shared.identity.local import DISPATCHER
-from intentledger.chaos.submit import Sent, publish_raw, send_turn, turns
+from intentledger.chaos.submit import Answered, Sent, publish_raw, send_turn, turns
 from services.projection.replay import replay
 from downstreams.wallet.repository import open_wallet
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
-from shared.client.agent import Outcome
 from shared.config import Endpoints, Settings
 from shared.contracts.fault_protocol import (Approve, FaultProtocol, Forge, Inject, Outage,
                                              Redeliver, Replica, Signal, Trigger, substitute)
@@ -400,7 +399,7 @@ class Scenario:
                            self.identities.key_file(DISPATCHER.principal_id))
 
     def _subjects(self, placements: list[tuple[str, int, int]]) -> measured.Subjects:
-        sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Outcome(
+        sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Answered(
             p.call_id or p.name, "pending")) for p in self.proposals}
         tenants: dict[str, set[str]] = {}
         for proposal in self.proposals:

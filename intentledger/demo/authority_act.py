@@ -12,12 +12,13 @@ import asyncio
 import uuid
 
 import asyncpg
+from intentledger_client import Client
 
 from shared.operator.approve import Answer, send_answer
 from shared.topology import LEDGER_APPROVALS
 from downstreams.wallet.repository import open_wallet
-from shared.client import ProposalClient
 from shared.config import Endpoints
+from shared.messaging.kafka_security import configured
 from intentledger.demo.identities import signer
 from shared.identity.local import LocalIdentities
 
@@ -59,12 +60,13 @@ async def _propose(endpoints: Endpoints, identities: LocalIdentities, principal:
         "id": call_id, "type": "function", "function": {
             "name": "wallet_debit",
             "arguments": f'{{"wallet_id": "{wallet_id}", "amount": "{amount}", "currency": "EUR"}}'}}]}
-    async with ProposalClient(endpoints.kafka_bootstrap, run_id=f"demo-run-{uuid.uuid4().hex[:8]}",
-                              principal_id=principal, tenant_id="acme",
-                              signing_key=identities.signing_key(principal)) as agent:
+    async with Client(endpoints.kafka_bootstrap, principal_id=principal, tenant_id="acme",
+                      signing_key=identities.signing_key(principal),
+                      kafka_options=configured().client_kwargs()) as agent:
         [outcome] = await agent.propose_openai_chat(
-            message, operation_keys={call_id: f"order-{uuid.uuid4().hex[:6]}:debit"}, timeout=60)
-    return outcome.payload["logical_call_id"]
+            f"demo-run-{uuid.uuid4().hex[:8]}", message,
+            operation_keys={call_id: f"order-{uuid.uuid4().hex[:6]}:debit"}, wait=60, settle=False)
+    return str(outcome.handle.logical_call_id)
 
 
 async def _decision(pool: asyncpg.Pool, call: str) -> asyncpg.Record:

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from subprocess import Popen
 
 import asyncpg
+from intentledger_client import Client
 
 from downstreams.wallet.repository import open_wallet
 from shared import faults
-from shared.client import ProposalClient
 from shared.config import Endpoints
+from shared.messaging.kafka_security import configured
 from shared.identity.local import LocalIdentities
 
 WALLET_FAULTS = {"INTENTLEDGER_WALLET_FAULTS": "wallet.after_commit_drop_response=drop@1"}
@@ -35,19 +36,20 @@ async def crash_story(endpoints: Endpoints, pool: asyncpg.Pool, dying: Popen,
     print(f"wallet {wallet_id}: 100.00 EUR; the wallet will commit and drop its first answer,\n"
           "the dispatcher will exit right after its first send (fault points, docs/design.md §6)")
     run_id = f"demo-run-{uuid.uuid4().hex[:8]}"
-    async with ProposalClient(endpoints.kafka_bootstrap, run_id=run_id,
-                              principal_id="agent-7", tenant_id="acme",
-                              signing_key=identities.signing_key("agent-7")) as agent:
+    async with Client(endpoints.kafka_bootstrap, principal_id="agent-7", tenant_id="acme",
+                      signing_key=identities.signing_key("agent-7"),
+                      kafka_options=configured().client_kwargs()) as agent:
         [outcome] = await agent.propose_openai_chat(
-            {"role": "assistant", "content": None, "tool_calls": [{
+            run_id, {"role": "assistant", "content": None, "tool_calls": [{
                 "id": "call_crash_1", "type": "function", "function": {
                     "name": "wallet_debit",
                     "arguments": json.dumps({"wallet_id": wallet_id, "amount": "40.00",
                                              "currency": "EUR"})}}]},
-            operation_keys={"call_crash_1": key}, timeout=60)
-    call_id = outcome.payload.get("logical_call_id")
-    print(f"agent (OpenAI tool call wallet_debit): debit 40.00 EUR -> {outcome.status} ({call_id})")
-    if outcome.status != "accepted":
+            operation_keys={"call_crash_1": key}, wait=60, settle=False)
+    call_id = outcome.handle.logical_call_id and str(outcome.handle.logical_call_id)
+    answered = outcome.ledger_status or "pending"
+    print(f"agent (OpenAI tool call wallet_debit): debit 40.00 EUR -> {answered} ({call_id})")
+    if answered != "accepted":
         return False
     exit_code = await asyncio.to_thread(dying.wait, 60)
     print(f"dispatcher exited with {exit_code} at dispatcher.after_send_before_record "

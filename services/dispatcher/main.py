@@ -18,7 +18,7 @@ from services.dispatcher.compensations import Proposer
 from services.dispatcher.handlers import DispatcherInbox
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.policy_view import PolicyFile
-from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, unresolved
+from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, awaiting_review, unresolved
 from services.dispatcher.routes import PRIORITY, ROUTES
 from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.settings import DispatcherSettings
@@ -75,7 +75,8 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         http = HttpEffectAdapter()
         wakeup = Wakeup(settings.endpoints.database_url, "intentledger-dispatcher-wakeup",
                         NOTIFY_CHANNEL)
-        measured = counted if counted is not None else DispatcherMetrics()
+        measured = counted if counted is not None else DispatcherMetrics(
+            sorted({tool.name for tool in registry.tools}))
         scheduler = Scheduler(pool, stepper, breakers, http, config, measured)
         tasks = [asyncio.create_task(wakeup.run(halt)),
                  asyncio.create_task(scheduler.run(wakeup, halt)),
@@ -115,6 +116,7 @@ async def _sample_backlog(pool: asyncpg.Pool, measured: DispatcherMetrics,
         try:
             async with pool.acquire() as conn:
                 measured.unresolved, measured.oldest_unresolved_s = await unresolved(conn)
+                measured.awaiting_review = await awaiting_review(conn)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
             log.warning("backlog sample failed: %s", error)
         try:

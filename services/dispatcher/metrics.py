@@ -3,17 +3,20 @@ outcomes, reconciliations, calls needing a person, resolutions, compensations, s
 refused.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
-counts nothing. Exported through OpenTelemetry; ``snapshot`` serves tests and the CLI.
+counts nothing. Each counter starts at 0 for every tool the registry names: Prometheus'
+``increase()`` sees a series' first sample as its start, so a counter born at 1 would never
+fire an alert on its first incident. Exported through OpenTelemetry (``shared.metric_catalog``);
+``counts`` serves tests and the CLI.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
-from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-_meter = metrics.get_meter("intentledger.dispatcher")
+from shared import metric_catalog as catalog
 
 ATTEMPT_SENT = "attempts.sent"
 ATTEMPT_LOOKUP = "attempts.lookup"
@@ -30,25 +33,26 @@ IRREVERSIBLE_UNAPPROVED = "irreversible_without_approval"
 
 
 class DispatcherMetrics:
-    def __init__(self) -> None:
+    def __init__(self, tools: Iterable[str] = ()) -> None:
         self.counts: Counter[str] = Counter()
-        self._counters = {name: _meter.create_counter(f"dispatcher.{name}", unit="{event}")
+        self._counters = {name: catalog.counter(f"dispatcher.{name}")
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, INTENT, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
                                        COMPENSATION_FAILED, STALE_WRITE, RESOLUTION,
                                        IRREVERSIBLE_UNAPPROVED)}
+        for tool in tools:
+            for instrument in self._counters.values():
+                instrument.add(0, {"tool": tool})
         self.unresolved = 0
         self.oldest_unresolved_s = 0.0
-        _meter.create_observable_gauge("dispatcher.retry_amplification", unit="1",
-                                       callbacks=[self._observe_amplification])
-        _meter.create_observable_gauge(
-            "dispatcher.reconciliation_backlog", unit="{call}",
-            callbacks=[lambda _: [Observation(self.unresolved)]],
-            description="Calls UNKNOWN or RECONCILING now.")
-        _meter.create_observable_gauge(
-            "dispatcher.unknown_outcome_age", unit="s",
-            callbacks=[lambda _: [Observation(self.oldest_unresolved_s)]],
-            description="How long the oldest unresolved outcome has been unknown.")
+        self.awaiting_review = 0
+        catalog.gauge("dispatcher.retry_amplification", self._observe_amplification)
+        catalog.gauge("dispatcher.reconciliation_backlog",
+                      lambda _: [Observation(self.unresolved)])
+        catalog.gauge("dispatcher.unknown_outcome_age",
+                      lambda _: [Observation(self.oldest_unresolved_s)])
+        catalog.gauge("dispatcher.manual_review_waiting",
+                      lambda _: [Observation(self.awaiting_review)])
 
     def add(self, name: str, tool: str) -> None:
         self.counts[name] += 1

@@ -334,3 +334,8 @@ async def unresolved(conn: asyncpg.Connection) -> tuple[int, float]:
         f"  WHERE a.logical_call_id = c.logical_call_id AND a.status = 'unknown'))), 0) AS age"
         f" FROM {SCHEMA}.calls c WHERE c.state IN ('UNKNOWN', 'RECONCILING')")
     return row["calls"], float(row["age"])
+
+
+async def awaiting_review(conn: asyncpg.Connection) -> int:
+    """Calls in MANUAL_REVIEW now: each waits for a person."""
+    return await conn.fetchval(f"SELECT count(*) FROM {SCHEMA}.calls WHERE state = 'MANUAL_REVIEW'")

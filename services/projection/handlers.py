@@ -26,10 +26,10 @@ class ProjectionHandler:
         def announce(call: CallRow, cause: Envelope) -> None:
             # Only the call's own tenant may read it: its topic, where the intake answered.
             topic = results_topic(call.tenant_id, self._results_family)
-            # The announcement continues the trace of the event that settled the call.
+            # The announcement continues the trace of the event that brought it about.
             with continuing(cause.traceparent, f"{topic} announce",
                             **{"messaging.message.id": str(cause.event_id)}):
-                uow.emit(topic, results.settled(call, cause))  # same transaction
+                uow.emit(topic, results.announcement(call, cause))  # same transaction
 
         await project(uow.connection, SCHEMA, deliveries, announce)
         try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
-from services.projection.facts import CallFact, RunFact
+from services.projection.facts import AWAITING_APPROVAL, CallFact, RunFact
 from shared.messaging.versioning import Advance
 
 REDUCER_VERSION = "projection.v1"
@@ -114,10 +114,15 @@ def apply(row: CallRow | None, fact: CallFact) -> tuple[CallRow | None, Advance]
                    last_event_id=fact.event_id, updated_at=fact.occurred_at), Advance.APPLIED
 
 
+ANNOUNCED = SETTLED | {AWAITING_APPROVAL}
+"""The states an agent is told about: where its call has settled, and where it waits for
+people (the agent tells its user; the settled state follows)."""
+
+
 def announced(row: CallRow | None) -> str | None:
-    """The settled state an agent can be told about: it needs the provider call id to pair
-    the answer with its tool call (a saga's compensation has none: no agent proposed it)."""
-    if row is None or row.state not in SETTLED or row.provider_call_id is None:
+    """The state an agent can be told about: it needs the provider call id to pair the answer
+    with its tool call (a saga's compensation has none: no agent proposed it)."""
+    if row is None or row.state not in ANNOUNCED or row.provider_call_id is None:
         return None
     return row.state
 

@@ -20,14 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import asyncpg
-from opentelemetry import metrics
 
+from shared import metric_catalog
 from services.proposal_intake.repository import SCHEMA
 from services.proposal_intake.settings import IntakeSettings
 
-_REFUSED = metrics.get_meter("intentledger.intake").create_counter(
-    "intake.proposal_rate_exceeded", unit="{call}",
-    description="Proposed calls refused proposal_rate_exceeded, by tenant and by the bucket that was empty")
+_REFUSED = metric_catalog.counter("intake.proposal_rate_exceeded")
 
 TENANT_BUCKET = ""
 """The principal column of a tenant's own bucket (no principal id is empty)."""

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-_meter = metrics.get_meter("intentledger.relay")
+from shared import metric_catalog as catalog
 
 
 @dataclass
@@ -21,12 +20,11 @@ class RelayMetrics:
     keep_lag_samples: int = 200_000
 
     def __post_init__(self) -> None:
-        self._published = _meter.create_counter("relay.published", unit="{event}")
-        self._parked = _meter.create_counter("relay.parked", unit="{event}")
-        self._lag = _meter.create_histogram("relay.publish_lag", unit="ms")
-        self._batch = _meter.create_histogram("relay.batch_size", unit="{event}")
-        _meter.create_observable_gauge("relay.backlog", callbacks=[self._observe_backlog],
-                                       unit="{event}")
+        self._published = catalog.counter("relay.published")
+        self._parked = catalog.counter("relay.parked")
+        self._lag = catalog.histogram("relay.publish_lag")
+        self._batch = catalog.histogram("relay.batch_size")
+        catalog.gauge("relay.backlog", self._observe_backlog)
 
     def record_batch(self, lags_ms: list[float], parked: int) -> None:
         self.batches += 1

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
+from intentledger_client.topics import partition_for
 
 from services.relay.records import KafkaRecord
 from shared.errors import PRODUCER_SESSION_ERRORS, is_retryable
 from shared.messaging.kafka_security import client_options
-from shared.messaging.partitioning import partition_for
 
 log = logging.getLogger(__name__)
 MAX_BATCH_BYTES = 1_000_000

@@ -2,21 +2,24 @@
 ``ledger.intake``.
 
 The envelope's ``event_type`` names the outcome (``ProposalAccepted``, ``DuplicateProposal``,
-``ProposalRejected``); these are the payloads. Agents pair an outcome with their tool call by
-``call_id`` (OpenAI ``tool_call_id``, Anthropic ``tool_use_id``), never by position.
+``ProposalRejected``); these are the payloads. ``ProposalOutcome``, what the agent is told, is
+the agent client's model (``intentledger_client.contracts``), written with here. Agents pair an
+outcome with their tool call by ``call_id`` (OpenAI ``tool_call_id``, Anthropic
+``tool_use_id``), never by position.
 """
 
 from __future__ import annotations
 
 import uuid
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
+from intentledger_client.contracts import (DUPLICATE_PROPOSAL, OUTCOME_OF, PROPOSAL_ACCEPTED,
+                                           PROPOSAL_REJECTED, ProposalOutcome)
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-PROPOSAL_ACCEPTED = "ProposalAccepted"
-DUPLICATE_PROPOSAL = "DuplicateProposal"
-PROPOSAL_REJECTED = "ProposalRejected"
+__all__ = ["DUPLICATE_PROPOSAL", "OUTCOME_OF", "PROPOSAL_ACCEPTED", "PROPOSAL_REJECTED",
+           "IntakeReason", "Intent", "ProposalOutcome"]
 
 
 class IntakeReason(StrEnum):
@@ -57,30 +60,3 @@ class Intent(_Contract):
     compensates: uuid.UUID | None = Field(default=None, description=(
         "Set only on a compensation the dispatcher proposed (ledger.compensations): the call "
         "whose effect it gives back. Never set by the intake."))
-
-
-class ProposalOutcome(_Contract):
-    outcome: Literal["accepted", "duplicate", "rejected"]
-    run_id: str
-    call_id: str | None = Field(description="The provider's call id; null if none was readable.")
-    proposal_id: uuid.UUID | None = Field(default=None, description=(
-        "Id of the agent's record on agent.proposals (shared.contracts.proposals."
-        "proposal_record_id): tells apart answers to two sends that reuse a call id."))
-    provider: str | None = None
-    tenant_id: str | None = Field(default=None, description=(
-        "The proposal's tenant. On ledger.intake, always set: a message refused before its calls "
-        "could be read carries the tenant its sender proved (its verified signature), and one "
-        "whose sender proved none is not recorded there at all. On agent.results.<tenant>, null "
-        "for such a message."))
-    principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
-    logical_call_id: uuid.UUID | None = None
-    operation_key: str | None = None
-    tool_name: str | None = None
-    tool_version: str | None = None
-    arguments_hash: str | None = None
-    state: str | None = Field(default=None, description="For a duplicate: the intent's state now.")
-    reason_code: str | None = Field(default=None, description="Stable, machine-readable.")
-    message: str | None = Field(default=None, description="For people; never parse it.")
-    retry_after_s: float | None = Field(default=None, ge=0, description=(
-        "For proposal_rate_exceeded: when the same message, sent again, can be served. Absent when it "
-        "never can (it carries more calls than the bucket holds: split it)."))

@@ -10,8 +10,6 @@ ignored; nothing from them reaches a proposal.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,6 +19,7 @@ from pydantic import (AwareDatetime, BaseModel, ConfigDict, Discriminator, Field
                       StringConstraints, Tag, TypeAdapter, field_validator, model_validator)
 
 from shared.contracts.tenants import TenantId
+from intentledger_client.contracts import proposal_record_id as proposal_record_id  # agents' too
 
 ID_MAX_CHARS = 200
 UNPRINTABLE = (r"\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
@@ -238,17 +237,3 @@ class ToolCallProposal(_Ours):
     caller_operation_key: Id | None
     deadline_at: AwareDatetime | None
     budget: Budget | None
-
-
-_RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
-
-
-def proposal_record_id(topic: str, partition: int, offset: int, timestamp: int, value: bytes) -> uuid.UUID:
-    """The id of one record on agent.proposals, echoed as ``proposal_id`` in its outcomes.
-
-    The inbox deduplicates redeliveries on it; the value's digest and the timestamp keep a
-    recreated topic's reused offsets from passing for records already seen. An agent computes
-    the same id from what its producer reports after sending (partition, offset, timestamp).
-    """
-    digest = hashlib.sha256(value).hexdigest()
-    return uuid.uuid5(_RECORD_NAMESPACE, f"{topic}/{partition}/{offset}/{timestamp}/{digest}")

@@ -9,17 +9,12 @@ collide; no upper case: ``Acme`` and ``acme`` would be two topics that people re
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
+from intentledger_client.topics import TENANT_ID_PATTERN, is_tenant_id
 from pydantic import StringConstraints
 
+__all__ = ["TENANT_ID_MAX_CHARS", "TENANT_ID_PATTERN", "TenantId", "is_tenant_id"]
 TENANT_ID_MAX_CHARS = 63
-TENANT_ID_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-"""Unanchored, for composing topic patterns; ``TenantId`` anchors it."""
 TenantId = Annotated[str, StringConstraints(pattern=f"^{TENANT_ID_PATTERN}$")]
-_TENANT_ID = re.compile(TENANT_ID_PATTERN)
-
-
-def is_tenant_id(value: object) -> bool:
-    return isinstance(value, str) and _TENANT_ID.fullmatch(value) is not None
+"""The pattern is the agent client's (it names the tenant's results topic), anchored."""

@@ -14,6 +14,7 @@ from types import TracebackType
 import asyncpg
 
 from shared.db.identifiers import checked_identifier
+from shared.messaging import emitted
 from shared.messaging.envelope import Envelope
 from shared.messaging.outbox import OutboxMessage, insert_outbox_rows
 
@@ -70,8 +71,9 @@ class UnitOfWork:
         return {row["event_id"] for row in rows}
 
     async def commit(self) -> None:
-        if self._pending:
-            await insert_outbox_rows(self.connection, self.schema, self._pending)
-            self._pending = []
+        pending, self._pending = self._pending, []
+        if pending:
+            await insert_outbox_rows(self.connection, self.schema, pending)
         await self._transaction.commit()
         self._committed = True
+        emitted.count(self.schema, pending)

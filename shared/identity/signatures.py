@@ -11,6 +11,8 @@ signed, the signature must hold over these very bytes, the lifetime must be at m
 allowed to act for the tenant it names. Every refusal has a stable reason code.
 
 All cryptography is joserfc's (RFC 7515, 7518, 8037); nothing here computes a signature.
+Signing, and the header registry both sides use, are the agent client's
+(``intentledger_client.signing``): an agent installs only that, and signs as the ledger checks.
 """
 
 from __future__ import annotations
@@ -24,32 +26,26 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from intentledger_client.signing import (ALGORITHMS, APPROVAL, HEADER, MAX_LIFETIME_S,
+                                         PERSON_CLAIM, PROPOSAL, REGISTRY, RESOLUTION,
+                                         SIGNING_KEY_ENV, SIGNING_KEY_FILE_ENV, SigningKey,
+                                         load_signing_key, parse_signing_key, sign,
+                                         signing_key_from_env, typ)
 from joserfc import jws
 from joserfc.errors import JoseError, SecurityWarning
 from joserfc.jwk import ECKey, OKPKey
-from joserfc.registry import HeaderParameter
 
 from shared.identity.principals import Principals, PublicKey
 
-HEADER = "intentledger-signature"
-"""The Kafka header that carries the compact, detached JWS."""
-MAX_LIFETIME_S = 300
+__all__ = ["ALGORITHMS", "APPROVAL", "CLOCK_SKEW_S", "HEADER", "MAX_LIFETIME_S", "PERSON_CLAIM",
+           "PROPOSAL", "PUBLISHES_FOR_PEOPLE", "RESOLUTION", "SIGNING_KEY_ENV",
+           "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy", "SigningKey",
+           "generate_signing_key", "load_signing_key", "parse_signing_key", "save_signing_key",
+           "sign", "signing_key_from_env", "verify"]
+
 CLOCK_SKEW_S = 30
 """How far a signer's clock may be from the verifier's, either way."""
-ALGORITHMS = ("Ed25519", "EdDSA", "ES256")
-"""Ed25519 as RFC 9864 names it, and as older JOSE libraries still do; ES256 on P-256."""
-_CLAIMS = {name: HeaderParameter(description, kind, required=True) for name, description, kind in (
-    ("principal", "who signed", "str"), ("tenant", "for whom", "str"),
-    ("iat", "issued at, seconds since the epoch", "int"),
-    ("exp", "expires at, seconds since the epoch", "int"))}
-PERSON_CLAIM = "person"
-"""Optional: the person a service signs for; trusted only from a ``PUBLISHES_FOR_PEOPLE`` signer."""
 PUBLISHES_FOR_PEOPLE = "publishes-for-people"
-_CLAIMS[PERSON_CLAIM] = HeaderParameter("the person the signer publishes for", "str")
-_REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=ALGORITHMS)
-SigningKey = OKPKey | ECKey
-PROPOSAL, APPROVAL, RESOLUTION = "proposal", "approval", "resolution"
-"""What a signed record is (its ``typ``, ``intentledger-<use>+jws``, RFC 8725 §3.11)."""
 _LATEST = 253402300799
 """9999-12-31T23:59:59Z: later claimed times are not times."""
 
@@ -102,28 +98,6 @@ class SignedBy:
     question (``shared.identity.acting``), not the signature's."""
 
 
-def sign(value: bytes, key: SigningKey, *, principal_id: str, tenant_id: str,
-         use: str = PROPOSAL, lifetime_s: int = 120, now: datetime | None = None,
-         person: str | None = None) -> str:
-    """The header value for a record whose value is ``value``, signed with ``key`` (its ``kid``
-    must be the one the principals file lists) for ``use``: what the record is, so that a
-    signature made for one purpose never verifies for another."""
-    if not 0 < lifetime_s <= MAX_LIFETIME_S:
-        raise ValueError(f"a signature lives at most {MAX_LIFETIME_S} s")
-    kid = key.kid
-    if not kid:
-        raise ValueError("the signing key has no kid")
-    issued = int((now or datetime.now(UTC)).timestamp())
-    protected = {"alg": "Ed25519" if isinstance(key, OKPKey) else "ES256", "kid": kid,
-                 "typ": _typ(use),
-                 "principal": principal_id, "tenant": tenant_id,
-                 "iat": issued, "exp": issued + lifetime_s}
-    if person is not None:
-        protected[PERSON_CLAIM] = person
-    return jws.detach_compact_content(jws.serialize_compact(protected, value, key,
-                                                            registry=_REGISTRY))
-
-
 def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
            use: str = PROPOSAL, now: datetime | None = None) -> SignedBy:
     """Who signed ``value`` for ``use``; raises ``SignatureRefused`` with the reason otherwise,
@@ -133,9 +107,9 @@ def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
                                f"the record has no {HEADER} header")
     now = now or datetime.now(UTC)
     extracted, header = _parsed(token, value)
-    if header.get("typ") != _typ(use):
+    if header.get("typ") != typ(use):
         raise SignatureRefused(IdentityReason.SIGNATURE_FOR_ANOTHER_USE,
-                               f"signed as {header.get('typ')!r}, not {_typ(use)!r}")
+                               f"signed as {header.get('typ')!r}, not {typ(use)!r}")
     found = principals.by_kid(header["kid"])
     if found is None:
         raise SignatureRefused(IdentityReason.SIGNING_KEY_UNKNOWN,
@@ -165,9 +139,9 @@ def _parsed(token: str | bytes, value: bytes) -> tuple[jws.CompactSignature, dic
         parts = raw.split(b".")
         if len(parts) != 3 or parts[1]:
             raise ValueError("not a compact JWS with a detached payload")
-        extracted = jws.extract_compact(raw, payload=value, registry=_REGISTRY)
+        extracted = jws.extract_compact(raw, payload=value, registry=REGISTRY)
         header = extracted.protected
-        _REGISTRY.check_header(header)  # the claims' types: extracting checks none of them
+        REGISTRY.check_header(header)  # the claims' types: extracting checks none of them
     except (JoseError, ValueError) as error:  # UnicodeError is a ValueError
         raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED, str(error)) from None
     if header["alg"] not in ALGORITHMS:
@@ -188,7 +162,7 @@ def _check_signature(extracted: jws.CompactSignature, public: PublicKey) -> None
             # RFC 9864 deprecates the name "EdDSA", not its Ed25519 signatures: older JOSE
             # libraries of agents still write it, and it verifies the same.
             warnings.filterwarnings("ignore", "EdDSA is deprecated", SecurityWarning)
-            holds = jws.validate_compact(extracted, public.key, registry=_REGISTRY)
+            holds = jws.validate_compact(extracted, public.key, registry=REGISTRY)
     except JoseError as error:
         raise SignatureRefused(IdentityReason.SIGNATURE_INVALID,
                                f"key {public.kid} cannot verify it: {error}") from None
@@ -212,39 +186,6 @@ def _check_lifetime(iat: int, exp: int, now: datetime) -> tuple[datetime, dateti
         raise SignatureRefused(IdentityReason.SIGNATURE_EXPIRED,
                                f"expired at {expires.isoformat()}")
     return issued, expires
-
-
-def _typ(use: str) -> str:
-    return f"intentledger-{use}+jws"
-
-
-def load_signing_key(source: str | Path) -> SigningKey:
-    """A private JWK (with its ``kid``) from a file; what the SDK and the CLI sign with."""
-    return parse_signing_key(Path(source).expanduser().read_text(encoding="utf-8"), str(source))
-
-
-def parse_signing_key(text: str, source: str = "the key") -> SigningKey:
-    """A private JWK from its JSON text (e.g. a Kubernetes Secret in an environment variable)."""
-    document = json.loads(text)
-    if not isinstance(document, dict) or "d" not in document:
-        raise ValueError(f"{source}: not a private JWK (signing needs its 'd')")
-    if not document.get("kid"):
-        raise ValueError(f"{source}: the JWK has no kid, so no principals file can name it")
-    return (OKPKey if document.get("kty") == "OKP" else ECKey).import_key(document)
-
-
-SIGNING_KEY_ENV = "INTENTLEDGER_SIGNING_KEY"
-SIGNING_KEY_FILE_ENV = "INTENTLEDGER_SIGNING_KEY_FILE"
-
-
-def signing_key_from_env() -> SigningKey | None:
-    """The private JWK in ``INTENTLEDGER_SIGNING_KEY`` (its JSON), else in the file that
-    ``INTENTLEDGER_SIGNING_KEY_FILE`` names, else None."""
-    if text := os.environ.get(SIGNING_KEY_ENV):
-        return parse_signing_key(text, SIGNING_KEY_ENV)
-    if path := os.environ.get(SIGNING_KEY_FILE_ENV):
-        return load_signing_key(path)
-    return None
 
 
 def save_signing_key(key: SigningKey, path: str | Path) -> None:

@@ -10,8 +10,8 @@ the broker's config holds: no anonymous connection is a super user on either por
 
 Provisioning, after the broker answers: the SCRAM users (those known when the data directory
 is formatted are created by ``kafka-storage format --add-scram``, the supported way for KRaft;
-later ones by ConfigCommand), the ACLs of ``shared.kafka_users`` reconciled with AclCommand,
-and every topic, created by the admin (no service may create one).
+later ones by ConfigCommand), the ACLs and quotas of ``shared.kafka_users`` reconciled with
+AclCommand and ConfigCommand, and every topic, created by the admin (no service may create one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from shared import topology
 from shared.infra.kafka_credentials import ADMIN, BROKER, MECHANISM, Credentials
 from shared.infra.kafka_tools import Tools
-from shared.kafka_users import Acl
+from shared.kafka_users import Acl, Quota, quotas
 from shared.messaging.admin import ensure_results_topics, ensure_topics
 
 PARTITIONS = 8
@@ -32,11 +32,16 @@ PARTITIONS = 8
 
 @dataclass(frozen=True)
 class SecurePlan:
-    """What a secure broker is provisioned with: its users' ACLs and the topics that exist."""
+    """What a secure broker is provisioned with: its users' ACLs and quotas, and the topics
+    that exist."""
 
     users: Mapping[str, tuple[Acl, ...]]
     topics: tuple[str, ...]
     partitions: int = PARTITIONS
+
+    @property
+    def quotas(self) -> dict[str, Quota]:
+        return quotas(self.users)
 
 
 def listeners(port: int, controller_port: int, credentials: Credentials) -> str:
@@ -74,9 +79,10 @@ def provision(tools: Tools, credentials: Credentials, plan: SecurePlan, bootstra
     for user in missing:
         tools.add_user(user, credentials.password(user))
     added, removed = tools.reconcile(plan.users)
+    limited = tools.reconcile_quotas(plan.quotas)
     created = asyncio.run(create_topics(bootstrap, credentials, plan.topics, plan.partitions))
     return (f"{len(plan.users)} users ({len(missing)} new), ACLs {added} added {removed} removed, "
-            f"{created} topics created")
+            f"{limited} quotas set, {created} topics created")
 
 
 async def create_topics(bootstrap: str, credentials: Credentials, names: Iterable[str],

@@ -1,5 +1,5 @@
-"""Kafka's own command-line tools, run from the broker's jars as the admin user: SCRAM users
-with ``kafka.admin.ConfigCommand`` and ACLs with ``org.apache.kafka.tools.AclCommand``.
+"""Kafka's own command-line tools, run from the broker's jars as the admin user: SCRAM users and
+quotas with ``kafka.admin.ConfigCommand`` and ACLs with ``org.apache.kafka.tools.AclCommand``.
 
 Nothing here computes a SCRAM hash or speaks Kafka's admin protocol: the tools do (aiokafka's
 admin client has no ACL or SCRAM API). ACLs are reconciled, as Strimzi's User Operator does:
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from shared.infra.errors import InfraError
 from shared.infra.kafka_credentials import MECHANISM, admin_properties
-from shared.kafka_users import Acl
+from shared.kafka_users import Acl, Quota
 
 TOOL_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx256m"]
 PARALLEL = 3
@@ -27,6 +27,7 @@ PARALLEL = 3
 Binding = tuple[str, str, str, str, str]
 """(user, resource kind, name, pattern, OPERATION): one ACL as the broker lists it."""
 _LISTED_RESOURCE = re.compile(r"resourceType=(\w+), name=(.+?), patternType=(\w+)\)`")
+_LISTED_QUOTAS = re.compile(r"Quota configs for user-principal '([^']+)' are (.*)")
 _LISTED_ACL = re.compile(r"principal=User:([^,]+), host=\*, operation=(\w+), permissionType=ALLOW")
 
 
@@ -60,6 +61,30 @@ class Tools:
         either runs, the password shows in this machine's process list."""
         self.run("kafka.admin.ConfigCommand", "--alter", "--entity-type", "users",
                  "--entity-name", user, "--add-config", f"{MECHANISM}=[password={password}]")
+
+    # -- quotas ------------------------------------------------------------------------------
+
+    def quotas(self) -> dict[str, dict[str, int]]:
+        """Per user with a quota, its quota configs as the broker holds them."""
+        listed = self.run("kafka.admin.ConfigCommand", "--describe", "--entity-type", "users")
+        return {user: {name: int(float(value)) for name, value in
+                       (config.split("=", 1) for config in configs.split(", "))}
+                for user, configs in _LISTED_QUOTAS.findall(listed)}
+
+    def reconcile_quotas(self, wanted: Mapping[str, Quota]) -> int:
+        """Set each wanted quota the broker does not hold as wanted; returns how many were set.
+        (A user whose quota is no longer wanted keeps it: only agents have one, and an agent
+        user is never made into another kind.)"""
+        held = self.quotas()
+        differ = [(user, quota) for user, quota in wanted.items()
+                  if held.get(user) != quota.configs()]
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            list(pool.map(lambda pair: self.run(
+                "kafka.admin.ConfigCommand", "--alter", "--entity-type", "users",
+                "--entity-name", pair[0], "--add-config",
+                ",".join(f"{name}={value}" for name, value in pair[1].configs().items())),
+                differ))
+        return len(differ)
 
     # -- ACLs ---------------------------------------------------------------------------------
 

@@ -23,12 +23,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import asyncpg
 from aiokafka import ConsumerRecord
-from opentelemetry import metrics
 
+from shared import metric_catalog
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
 from shared.logs import log_context
@@ -61,11 +62,18 @@ class BatchReport:
     applied: int = 0
     duplicates: int = 0
     dead_lettered: list[str] = field(default_factory=list)
+    created: list[tuple[str, datetime]] = field(default_factory=list)
+    """(topic, occurred_at) of each applied event: how long its hop took, once committed."""
 
     def add(self, other: BatchReport) -> None:
         self.applied += other.applied
         self.duplicates += other.duplicates
         self.dead_lettered += other.dead_lettered
+
+    def applied_one(self, record: ConsumerRecord, item: Identified) -> None:
+        self.applied += 1
+        if (occurred_at := getattr(item, "occurred_at", None)) is not None:
+            self.created.append((record.topic, occurred_at))
 
 
 Accepts = Mapping[str, frozenset[str]]
@@ -114,7 +122,7 @@ class IdempotentConsumer:
         async with UnitOfWork(self._pool, self.schema) as uow:
             fresh = await uow.claim(self.name, [item.event_id for _, item in decoded
                                                 if not isinstance(item, PermanentError)])
-            together: list[Identified] = []
+            together: list[tuple[ConsumerRecord, Identified]] = []
             for record, item in decoded:
                 if isinstance(item, PermanentError):
                     await self._dead_letter(uow, record, None, str(item), report)
@@ -124,16 +132,17 @@ class IdempotentConsumer:
                     await self._apply_isolated(uow, record, item, report)
                     fresh.discard(item.event_id)
                 elif self._set_wise:
-                    together.append(item)
+                    together.append((record, item))
                     fresh.discard(item.event_id)
                 else:
                     with _applying(record, item):
                         await self._handler(uow, item)
                     fresh.discard(item.event_id)  # a second copy in this batch is a duplicate
-                    report.applied += 1
+                    report.applied_one(record, item)
             if together:
-                await self._handler(uow, together)
-                report.applied += len(together)
+                await self._handler(uow, [item for _, item in together])
+                for record, item in together:
+                    report.applied_one(record, item)
             await uow.commit()
         return report
 
@@ -150,7 +159,7 @@ class IdempotentConsumer:
             async with uow.savepoint():
                 with _applying(record, envelope):
                     await self._handler(uow, [envelope] if self._set_wise else envelope)
-            report.applied += 1
+            report.applied_one(record, envelope)
         except Exception as error:
             if is_retryable(error):
                 raise
@@ -171,12 +180,10 @@ class IdempotentConsumer:
         report.dead_lettered.append(reason)
 
 
-_meter = metrics.get_meter("intentledger.consumer")
-_APPLIED = _meter.create_counter("consumer.applied", unit="{event}")
-_DUPLICATES = _meter.create_counter(
-    "consumer.duplicates_prevented", unit="{event}",
-    description="Events delivered again (redelivery, republish) and not applied again.")
-_DEAD_LETTERED = _meter.create_counter("consumer.dead_lettered", unit="{record}")
+_APPLIED = metric_catalog.counter("consumer.applied")
+_DUPLICATES = metric_catalog.counter("consumer.duplicates_prevented")
+_DEAD_LETTERED = metric_catalog.counter("consumer.dead_lettered")
+_LATENCY = metric_catalog.histogram("consumer.delivery_latency")
 
 
 def _count(consumer: str, report: BatchReport) -> None:
@@ -185,6 +192,10 @@ def _count(consumer: str, report: BatchReport) -> None:
     _APPLIED.add(report.applied, attributes)
     _DUPLICATES.add(report.duplicates, attributes)
     _DEAD_LETTERED.add(len(report.dead_lettered), attributes)
+    now = datetime.now(UTC)
+    for topic, occurred_at in report.created:
+        _LATENCY.record(max((now - occurred_at).total_seconds() * 1000, 0.0),
+                        {"consumer": consumer, "topic": topic})
 
 
 @contextmanager

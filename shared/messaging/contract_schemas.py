@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from shared.contracts.proposals import INBOUND_PROPOSAL
-from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
+from shared.contracts.intake import (OUTCOME_OF, PROPOSAL_ACCEPTED,
                                      ProposalOutcome, Intent)
 from shared.messaging.envelope import Envelope
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
@@ -29,7 +29,8 @@ from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
-from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
+from shared.contracts.results import (TOOL_CALL_AWAITING_APPROVAL, TOOL_CALL_SETTLED,
+                                     ToolCallAwaitingApproval, ToolCallSettled)
 from shared.topology import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
                              LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
                              LEDGER_COMPENSATIONS, LEDGER_INTAKE, LEDGER_RESOLUTIONS)
@@ -39,8 +40,6 @@ ID_BASE = "https://intentledger.dev/schemas/"
 EFFECT_REQUESTS = "effects.requests"
 """Not a topic: the Kafka effect adapter's requests travel on each tool's own topic (the
 registry's ``topic``), and this one schema, named for all of them, describes them."""
-OUTCOME_OF = {PROPOSAL_ACCEPTED: "accepted", DUPLICATE_PROPOSAL: "duplicate",
-              PROPOSAL_REJECTED: "rejected"}
 
 
 def identified(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -59,16 +58,20 @@ def proposals_schema() -> dict[str, Any]:
 
 def results_schema() -> dict[str, Any]:
     """Outbound to agents: the intake's outcomes (ProposalOutcome), then the projection's
-    ToolCallSettled once the call settles."""
-    return _enveloped(AGENT_RESULTS, "The intake's answer to one proposed tool call, and later "
-                                     "the call's settled outcome; pair them with the call by "
-                                     "`payload.call_id`, never by position.",
-                      [ProposalOutcome, ToolCallSettled],
+    ToolCallAwaitingApproval if the call waits for people, and ToolCallSettled once it
+    settles."""
+    return _enveloped(AGENT_RESULTS, "The intake's answer to one proposed tool call, then that "
+                                     "it awaits approval (if it must), and the call's settled "
+                                     "outcome; pair them with the call by `payload.call_id`, "
+                                     "never by position.",
+                      [ProposalOutcome, ToolCallSettled, ToolCallAwaitingApproval],
                       [{"if": _event_type_is(TOOL_CALL_SETTLED),
                         "then": _payload_is("ToolCallSettled"),
-                        "else": _payload_is("ProposalOutcome")},
+                        "else": {"if": _event_type_is(TOOL_CALL_AWAITING_APPROVAL),
+                                 "then": _payload_is("ToolCallAwaitingApproval"),
+                                 "else": _payload_is("ProposalOutcome")}},
                        *map(_outcome_agrees, OUTCOME_OF)],
-                      event_types=[*OUTCOME_OF, TOOL_CALL_SETTLED])
+                      event_types=[*OUTCOME_OF, TOOL_CALL_AWAITING_APPROVAL, TOOL_CALL_SETTLED])
 
 
 def ledger_intake_schema() -> dict[str, Any]:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from aiokafka import ConsumerRecord, TopicPartition
-from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
+
+from shared import metric_catalog
 
 _lags: dict[tuple[str, str, int], int] = {}
 
@@ -42,6 +43,4 @@ def _observe(_: CallbackOptions):
             for (group, topic, partition), lag in _lags.items()]
 
 
-metrics.get_meter("intentledger.consumer").create_observable_gauge(
-    "consumer.lag", unit="{record}", callbacks=[_observe],
-    description="Records in the partition not yet applied by the group.")
+metric_catalog.gauge("consumer.lag", _observe)

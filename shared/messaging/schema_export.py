@@ -24,6 +24,7 @@ from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approva
                                                ledger_intake_schema, proposals_schema,
                                                results_schema)
 from shared.messaging.envelope import Envelope
+from intentledger_client.tools import CATALOG
 from shared.topology import EFFECT_RECEIPTS
 from shared.messaging.reason_catalog import reason_codes
 
@@ -53,6 +54,12 @@ def fault_protocol_schema() -> dict:
     return identified("fault-protocol.schema.json", FaultProtocol.model_json_schema())
 
 
+def tool_catalog_schema() -> dict:
+    """Not a message: what ``intentledger tools export --format catalog`` prints, the tools a
+    client exports provider definitions from."""
+    return identified("tool-catalog.schema.json", CATALOG.json_schema())
+
+
 GENERATED: dict[str, Callable[[], dict]] = {
     "envelope.schema.json": envelope_schema,
     "agent.proposals.schema.json": proposals_schema,
@@ -68,6 +75,7 @@ GENERATED: dict[str, Callable[[], dict]] = {
     f"{EFFECT_RECEIPTS}.schema.json": effect_receipts_schema,
     REASON_CODES: reason_codes_document,
     "fault-protocol.schema.json": fault_protocol_schema,
+    "tool-catalog.schema.json": tool_catalog_schema,
 }
 
 

@@ -64,7 +64,7 @@ def answers_of(stdout: str) -> dict[str, list[str]]:
 @infra
 async def test_the_openai_agent_is_accepted_then_duplicate_under_the_same_key(endpoints, pool):
     run, key = new_run(), f"{uuid.uuid4().hex[:12]}:debit"
-    command = (example("agent_openai.py"), "--run", run, "--operation-key", key,
+    command = (example("agent_openai.py"), "--run", run, "--operation-key", key, "--answered",
                "--signing-key", str(local().key_file("user-42")))
     async with running_intake(endpoints):
         first = await run_example(endpoints, *command)
@@ -73,7 +73,7 @@ async def test_the_openai_agent_is_accepted_then_duplicate_under_the_same_key(en
     assert again.returncode == 0, again.stderr
     debit, refused = (answers_of(first.stdout)[call] for call in ("call_debit", "call_teleport"))
     assert debit[0] == "accepted", first.stdout
-    assert refused == ["rejected", "reason_code=unknown_tool"]
+    assert refused == ["denied", "reason_code=unknown_tool"]
     intent_id = debit[1].removeprefix("logical_call_id=")
     row = await pool.fetchrow("SELECT run_id, tool_name FROM proposal_intake.logical_calls "
                               "WHERE logical_call_id = $1", uuid.UUID(intent_id))

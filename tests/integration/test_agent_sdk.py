@@ -1,4 +1,5 @@
-"""The agent SDK and the CLI against the running intake: outcomes paired by call id."""
+"""The agent client and the CLI against the running intake: answers paired by call id, one
+client for many runs and concurrent calls, the sync facade on the same code."""
 
 import asyncio
 import json
@@ -7,8 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from intentledger_client import Client, SyncClient, to_anthropic_tool_results, to_openai_tool_messages
+from intentledger_client.topics import partition_for
 
-from shared.client import ProposalClient, to_anthropic_tool_results, to_openai_tool_messages
+from shared.topology import RESULTS_PARTITIONS, results_topic
 from tests.support.identities import local
 from tests.support.intake import new_run, running_intake, send
 
@@ -17,15 +20,19 @@ U1 = local().signing_key("u-1")
 DEBIT = {"wallet_id": "w-1", "amount": "12.50", "currency": "EUR"}
 
 
+def client(endpoints) -> Client:
+    return Client(endpoints.kafka_bootstrap, principal_id="u-1", tenant_id="acme", signing_key=U1)
+
+
 async def test_propose_returns_accepted_then_duplicate_for_the_same_intent(endpoints):
     run = new_run()
-    async with running_intake(endpoints), ProposalClient(
-            endpoints.kafka_bootstrap, run_id=run, principal_id="u-1", tenant_id="acme",
-            signing_key=U1) as client:
-        first = await client.propose("wallet.debit", DEBIT, call_id="c1", operation_key=f"{run}:d")
-        again = await client.propose("wallet.debit", DEBIT, call_id="c2", operation_key=f"{run}:d")
-    assert (first.status, again.status) == ("accepted", "duplicate")
-    assert again.payload["logical_call_id"] == first.payload["logical_call_id"]
+    async with running_intake(endpoints), client(endpoints) as agent:
+        first = await agent.call(run, "wallet.debit", DEBIT, call_id="c1",
+                                 operation_key=f"{run}:d", settle=False)
+        again = await agent.call(run, "wallet.debit", DEBIT, call_id="c2",
+                                 operation_key=f"{run}:d", settle=False)
+    assert (first.ledger_status, again.ledger_status) == ("accepted", "duplicate")
+    assert again.handle.logical_call_id == first.handle.logical_call_id is not None
 
 
 async def test_openai_and_anthropic_turns_pair_back_by_call_id(endpoints):
@@ -37,21 +44,20 @@ async def test_openai_and_anthropic_turns_pair_back_by_call_id(endpoints):
          "function": {"name": "wallet.teleport", "arguments": "{}"}}]}
     claude = {"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_z", "name": "wallet.debit", "input": DEBIT}]}
-    async with running_intake(endpoints), ProposalClient(
-            endpoints.kafka_bootstrap, run_id=run, principal_id="u-1", tenant_id="acme",
-            signing_key=U1) as client:
-        chat_outcomes = await client.propose_openai_chat(
-            chat, operation_keys={"call_x": f"{run}:x", "call_y": f"{run}:y"})
-        claude_outcomes = await client.propose_anthropic(claude, operation_keys={"toolu_z": f"{run}:z"})
-        [responses_outcome] = await client.propose_openai_responses(
-            [{"type": "reasoning", "id": "rs_1", "summary": []},
-             {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": "wallet_debit",
-              "arguments": json.dumps(DEBIT), "status": "completed"}],
-            operation_keys={"call_r": f"{run}:r"})
-    assert (responses_outcome.call_id, responses_outcome.status) == ("call_r", "accepted")
+    async with running_intake(endpoints), client(endpoints) as agent:
+        chat_outcomes = await agent.propose_openai_chat(
+            run, chat, operation_keys={"call_x": f"{run}:x", "call_y": f"{run}:y"}, settle=False)
+        claude_outcomes = await agent.propose_anthropic(
+            run, claude, operation_keys={"toolu_z": f"{run}:z"}, settle=False)
+        [responses_outcome] = await agent.propose_openai_responses(
+            run, [{"type": "reasoning", "id": "rs_1", "summary": []},
+                  {"type": "function_call", "id": "fc_1", "call_id": "call_r",
+                   "name": "wallet_debit", "arguments": json.dumps(DEBIT), "status": "completed"}],
+            operation_keys={"call_r": f"{run}:r"}, settle=False)
+    assert (responses_outcome.call_id, responses_outcome.ledger_status) == ("call_r", "accepted")
     messages = to_openai_tool_messages(chat_outcomes)
-    assert [(m["tool_call_id"], json.loads(m["content"])["outcome"]) for m in messages] == [
-        ("call_x", "accepted"), ("call_y", "rejected")]
+    assert [(m["tool_call_id"], json.loads(m["content"])["status"]) for m in messages] == [
+        ("call_x", "pending"), ("call_y", "denied")]  # accepted: not settled yet (no dispatcher)
     assert json.loads(messages[1]["content"])["reason_code"] == "unknown_tool"
     [block] = to_anthropic_tool_results(claude_outcomes)
     assert (block["tool_use_id"], block["is_error"]) == ("toolu_z", False)
@@ -59,11 +65,44 @@ async def test_openai_and_anthropic_turns_pair_back_by_call_id(endpoints):
 
 async def test_an_unanswered_proposal_is_pending_never_guessed(endpoints):
     run = new_run()  # no intake running: nobody answers
-    async with ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id="u-1",
-                              tenant_id="acme", signing_key=U1) as client:
-        outcome = await client.propose("wallet.debit", DEBIT, call_id="c1",
-                                       operation_key=f"{run}:p", timeout=2)
-    assert outcome.status == "pending"
+    async with client(endpoints) as agent:
+        outcome = await agent.call(run, "wallet.debit", DEBIT, call_id="c1",
+                                   operation_key=f"{run}:p", wait=2)
+    assert (outcome.status, outcome.answer, outcome.settled) == ("pending", None, None)
+    assert outcome.handle.proposal_id is not None  # it was sent: its answer can be waited for
+
+
+async def test_one_client_serves_many_runs_and_concurrent_calls(endpoints):
+    """Ten calls of five runs at once on one client: each gets its own answer, and the client
+    reads only the partitions those runs go to."""
+    runs = [new_run() for _ in range(5)]
+    async with running_intake(endpoints), client(endpoints) as agent:
+        outcomes = await asyncio.gather(*(
+            agent.call(run, "wallet.debit", DEBIT | {"amount": f"{n}.00"}, call_id="c1" if n % 2 else "c2",
+                       operation_key=f"{run}:{n}", wait=60, settle=False)
+            for n, run in enumerate(runs * 2, start=1)))
+        read = agent.partitions
+    assert [o.ledger_status for o in outcomes] == ["accepted"] * 10
+    assert len({o.handle.logical_call_id for o in outcomes}) == 10
+    assert [(o.handle.run_id, o.answer.run_id) for o in outcomes if o.answer] == [
+        (run, run) for run in runs * 2]
+    assert {p.partition for p in read} == {
+        partition_for(run.encode(), range(RESULTS_PARTITIONS)) for run in runs}
+    assert {p.topic for p in read} == {results_topic("acme")}
+
+
+async def test_the_sync_facade_proposes_on_the_same_client(endpoints):
+    run = new_run()
+
+    def script() -> tuple[str | None, str | None]:
+        with SyncClient(endpoints.kafka_bootstrap, principal_id="u-1", tenant_id="acme",
+                        signing_key=U1) as agent:
+            first = agent.call(run, "wallet.debit", DEBIT, call_id="c1", operation_key=f"{run}:s",
+                               settle=False)
+            return first.ledger_status, agent.wait(first.handle, timeout=0.5).status
+
+    async with running_intake(endpoints):
+        assert await asyncio.to_thread(script) == ("accepted", "pending")
 
 
 async def test_the_cli_proposes_and_prints_the_outcome(endpoints):
@@ -88,10 +127,9 @@ async def test_a_late_answer_to_an_earlier_send_with_the_same_call_id_is_not_tak
     run = new_run()
     earlier = {"format": "generic", "run_id": run, "principal_id": "u-1", "tenant_id": "acme",
                "tool": "wallet.debit", "call_id": "c1", "operation_key": f"{run}:k", "arguments": DEBIT}
-    async with ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id="u-1",
-                              tenant_id="acme", signing_key=U1) as client:
+    async with client(endpoints) as agent:
         await send(endpoints.kafka_bootstrap, earlier, key=run)  # nobody answers it yet
         async with running_intake(endpoints):
-            changed = await client.propose("wallet.debit", DEBIT | {"amount": "99.00"}, call_id="c1",
-                                           operation_key=f"{run}:k")
-    assert (changed.status, changed.reason_code) == ("rejected", "operation_key_conflict")
+            changed = await agent.call(run, "wallet.debit", DEBIT | {"amount": "99.00"},
+                                       call_id="c1", operation_key=f"{run}:k", settle=False)
+    assert (changed.status, changed.reason_code) == ("denied", "operation_key_conflict")

@@ -9,10 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
+
+from intentledger_client.signing import REGISTRY, typ
 from joserfc import jws
 
 from services.proposal_intake.repository import SCHEMA
-from shared.identity.signatures import _REGISTRY, APPROVAL, HEADER, PROPOSAL, _typ, sign
+from shared.identity.signatures import APPROVAL, HEADER, PROPOSAL, sign
 from shared.topology import AGENT_PROPOSALS, LEDGER_INTAKE
 from tests.support.identities import local, signature
 from tests.support.intake import answers, generic, new_run, running_intake, send
@@ -162,9 +164,9 @@ def _sign_unchecked(value: bytes, key, issued: datetime, lifetime_s: int) -> str
         return sign(value, key, principal_id="user-42", tenant_id="acme", lifetime_s=lifetime_s,
                     now=issued)
     iat = int(issued.timestamp())
-    protected = {"alg": "Ed25519", "kid": key.kid, "typ": _typ(PROPOSAL), "principal": "user-42",
+    protected = {"alg": "Ed25519", "kid": key.kid, "typ": typ(PROPOSAL), "principal": "user-42",
                  "tenant": "acme", "iat": iat, "exp": iat + lifetime_s}
-    return jws.detach_compact_content(jws.serialize_compact(protected, value, key, registry=_REGISTRY))
+    return jws.detach_compact_content(jws.serialize_compact(protected, value, key, registry=REGISTRY))
 
 
 async def _produce(endpoints, records: list[tuple[bytes, list]]) -> None:

@@ -21,6 +21,7 @@ from shared.db.schemas import migrate_service
 from shared import faults
 from shared.contracts.dispatch import TOOL_ATTEMPT_STARTED, TOOL_EFFECT_RECONCILED
 from shared.faults import EXIT_CODE
+from shared.contracts.results import TOOL_CALL_AWAITING_APPROVAL
 from tests.support.kafka import create_topic
 from tests.support.processes import ServiceProcess
 from tests.support.projection_events import STORIES, RunStory, expected_status, mixed_runs
@@ -77,6 +78,9 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
     for story, name in zip(stories, STORIES, strict=False):
         assert projected.runs[story.key].status == expected_status([name]), name
     assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
+    waited = Counter(payload["logical_call_id"] for payload in await announcements(
+        pool, topics.results_topic(), run_ids, TOOL_CALL_AWAITING_APPROVAL))
+    assert waited and set(waited.values()) == {1}, "awaiting approval is told once per call"
 
 
 async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(

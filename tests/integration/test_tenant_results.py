@@ -13,13 +13,13 @@ import sys
 import uuid
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
+from intentledger_client import Client
 
-from shared.client import ProposalClient
 from shared.identity.signatures import HEADER, sign
 from shared.messaging.admin import ensure_results_topics
-from shared.messaging.partitioning import partition_for
+from intentledger_client.topics import partition_for
 from shared.topology import AGENT_PROPOSALS, RESULTS_PARTITIONS, results_topic
 from tests.support.identities import local
 from tests.support.intake import answers, generic, new_run, running_intake, send
@@ -34,21 +34,21 @@ def fresh_tenant() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
-def client(endpoints, run: str, tenant: str) -> ProposalClient:
-    return ProposalClient(endpoints.kafka_bootstrap, run_id=run, principal_id=SIGNER,
-                          tenant_id=tenant, signing_key=local().signing_key(SIGNER))
+def client(endpoints, tenant: str) -> Client:
+    return Client(endpoints.kafka_bootstrap, principal_id=SIGNER, tenant_id=tenant,
+                  signing_key=local().signing_key(SIGNER))
 
 
 async def test_a_tenants_answer_is_on_its_topic_and_nothing_of_it_on_anothers(endpoints):
     a, b = fresh_tenant(), fresh_tenant()
     run_a, run_b = new_run(), new_run()
     async with running_intake(endpoints):
-        async with client(endpoints, run_a, a) as agent_a, client(endpoints, run_b, b) as agent_b:
-            mine = await agent_a.propose("wallet.debit", DEBIT, call_id="c1",
-                                         operation_key=f"{run_a}:secret-order")
-            theirs = await agent_b.propose("wallet.debit", DEBIT, call_id="c1",
-                                           operation_key=f"{run_b}:k")
-    assert (mine.status, theirs.status) == ("accepted", "accepted")
+        async with client(endpoints, a) as agent_a, client(endpoints, b) as agent_b:
+            mine = await agent_a.call(run_a, "wallet.debit", DEBIT, call_id="c1",
+                                      operation_key=f"{run_a}:secret-order", settle=False)
+            theirs = await agent_b.call(run_b, "wallet.debit", DEBIT, call_id="c1",
+                                        operation_key=f"{run_b}:k", settle=False)
+    assert (mine.ledger_status, theirs.ledger_status) == ("accepted", "accepted")
     on_b = await read_topic(endpoints.kafka_bootstrap, results_topic(b), until=10**6, timeout=3)
     assert on_b, "b's own answer is on b's topic"
     leaked = [r.value for r in on_b if run_a.encode() in r.value or a.encode() in r.value
@@ -61,12 +61,14 @@ async def test_a_tenants_answer_is_on_its_topic_and_nothing_of_it_on_anothers(en
 async def test_an_sdk_started_before_its_tenants_topic_existed_still_gets_its_answer(endpoints):
     tenant, run = fresh_tenant(), new_run()
     topic = results_topic(tenant)
-    async with client(endpoints, run, tenant) as agent:
-        assert agent.partition is None and not await topic_exists(endpoints.kafka_bootstrap, topic)
+    async with client(endpoints, tenant) as agent:
+        assert not await topic_exists(endpoints.kafka_bootstrap, topic)
         async with running_intake(endpoints):
-            outcome = await agent.propose("wallet.debit", DEBIT, call_id="c1",
-                                          operation_key=f"{run}:first", timeout=60)
-    assert outcome.status == "accepted"
+            outcome = await agent.call(run, "wallet.debit", DEBIT, call_id="c1",
+                                       operation_key=f"{run}:first", wait=60, settle=False)
+        read = agent.partitions
+    assert outcome.ledger_status == "accepted"
+    assert read == {TopicPartition(topic, partition_for(run.encode(), range(RESULTS_PARTITIONS)))}
     # The relay made it, with the family's partitions (not the broker's default of one).
     assert await partition_count(endpoints.kafka_bootstrap, topic) == RESULTS_PARTITIONS
 
@@ -76,11 +78,11 @@ async def test_the_sdk_reads_exactly_its_runs_partition_of_its_tenants_topic(end
     runs = [new_run() for _ in range(12)]
     async with running_intake(endpoints):
         for run in runs:
-            async with client(endpoints, run, tenant) as agent:
-                outcome = await agent.propose("wallet.debit", DEBIT, call_id="c1",
-                                              operation_key=f"{run}:k", timeout=60)
-                assignment = agent._results.assignment()
-            assert outcome.status == "accepted"
+            async with client(endpoints, tenant) as agent:
+                outcome = await agent.call(run, "wallet.debit", DEBIT, call_id="c1",
+                                           operation_key=f"{run}:k", wait=60, settle=False)
+                assignment = agent.partitions
+            assert outcome.ledger_status == "accepted"
             topic = results_topic(tenant)
             [partition] = assignment
             assert partition.topic == topic

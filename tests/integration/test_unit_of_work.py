@@ -1,8 +1,12 @@
-"""State and outbox rows commit together or not at all (the outbox's whole point)."""
+"""State and outbox rows commit together or not at all (the outbox's whole point), and only
+committed rows are counted in ``outbox_emitted_total``."""
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from shared import telemetry
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
 from tests.support.probe import Probe
@@ -74,3 +78,26 @@ async def test_inbox_claim_returns_only_unseen_event_ids(pool):
     async with UnitOfWork(pool, probe.schema) as uow:
         assert await uow.claim("c", [first.event_id, second.event_id]) == {second.event_id}
         assert await uow.claim("other", [first.event_id]) == {first.event_id}
+
+
+def _emitted(schema: str) -> dict[tuple[str, str], float]:
+    """This process's /metrics: (event type, reason) → events emitted by ``schema``'s outbox."""
+    text = generate_latest(REGISTRY).decode()
+    return {(sample.labels["event_type"], sample.labels["reason"]): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples
+            if sample.name == "outbox_emitted_total" and sample.labels.get("schema") == schema}
+
+
+async def test_only_committed_outbox_rows_are_counted_by_type_and_reason(pool):
+    telemetry.install("test")  # what every service process does first
+    committed, rolled_back = await Probe(pool, "t.topic").create(), await Probe(pool, "t.topic").create()
+    async with UnitOfWork(pool, committed.schema) as uow:
+        uow.emit("t.topic", _event("a"))
+        uow.emit("t.topic", Envelope.new(event_type="DispatchRefused", run_id="a", producer="test",
+                                         payload={"reason": "capability_key_unknown"}))
+        await uow.commit()
+    async with UnitOfWork(pool, rolled_back.schema) as uow:
+        uow.emit("t.topic", _event("b"))
+    assert _emitted(committed.schema) == {("ProbeSeen", ""): 1,
+                                          ("DispatchRefused", "capability_key_unknown"): 1}
+    assert _emitted(rolled_back.schema) == {}, "a rolled-back transaction emitted nothing"

@@ -35,6 +35,8 @@ CUSTOM_API_VERSIONS = {
     "ScaledObject": "keda.sh/v1alpha1",
     "TriggerAuthentication": "keda.sh/v1alpha1",
     "Cluster": "postgresql.cnpg.io/v1",
+    "PodMonitor": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1",
 }
 KAFKA_OPERATIONS = {"Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
                     "AlterConfigs", "DescribeConfigs", "IdempotentWrite", "All"}
@@ -195,8 +197,31 @@ def _cluster(obj: dict) -> Iterator[str]:
             yield f"login role {role.get('name')} without passwordSecret"
 
 
+def _pod_monitor(obj: dict) -> Iterator[str]:
+    spec = obj.get("spec") or {}
+    if not (spec.get("selector") or {}).get("matchLabels"):
+        yield "no selector.matchLabels (it would scrape nothing, or everything)"
+    for endpoint in spec.get("podMetricsEndpoints") or [{}]:
+        if endpoint.get("port") != "health" or endpoint.get("path") != "/metrics":
+            yield "each podMetricsEndpoint scrapes port health, path /metrics"
+
+
+def _prometheus_rule(obj: dict) -> Iterator[str]:
+    """promtool checks the expressions (tests/unit/test_monitoring.py); here, the shape."""
+    for group in (obj.get("spec") or {}).get("groups") or [None]:
+        if not group or not group.get("name") or not group.get("rules"):
+            yield "a group needs a name and rules"
+            continue
+        for rule in group["rules"]:
+            if not rule.get("alert") or not rule.get("expr"):
+                yield f"group {group['name']}: a rule without alert or expr"
+            elif (rule.get("labels") or {}).get("severity") not in {"warning", "critical"}:
+                yield f"{rule['alert']}: severity must be warning or critical"
+
+
 _CHECKS = {"KafkaTopic": _kafka_topic, "KafkaUser": _kafka_user, "ScaledObject": _scaled_object,
-           "TriggerAuthentication": _trigger_authentication, "Cluster": _cluster}
+           "TriggerAuthentication": _trigger_authentication, "Cluster": _cluster,
+           "PodMonitor": _pod_monitor, "PrometheusRule": _prometheus_rule}
 
 
 def pod_templates(objects) -> dict[str, dict]:

@@ -1,6 +1,7 @@
 """The whole pipeline in the test's process on real Kafka and PostgreSQL: intake, policy,
 dispatcher, the projection and one relay for their outboxes, on one test's topics, with the
-wallet as the downstream. Used by the projection pipeline's tests and the console's browser
+wallet as the downstream (and the warehouse, for a test that runs it: the relay carries its
+receipts). Used by the projection pipeline's tests and the console's browser
 tests (the projection's schema is shared by tests: every assertion is about a test's run)."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from shared.config import Settings
 from tests.support.dispatch import Stage, park_other_tests_calls, running_wallet_on
 from tests.support.kafka import wait_for
 
-SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "projection")
+SCHEMAS = ("proposal_intake", "policy", "dispatcher", "wallet", "warehouse", "projection")
 POLICY = {"capability_ttl_seconds": 120, "rules": [
     {"name": "debits", "principals": ["agent-*"], "tenants": ["acme"], "tools": ["wallet.debit"],
      "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow"}]}

@@ -22,6 +22,7 @@ from services.projection.settings import ProjectionSettings
 from shared.config import Endpoints, Settings
 from shared.messaging.consumer import BatchReport
 from shared.topology import results_topic
+from shared.contracts.results import TOOL_CALL_SETTLED
 from tests.support.kafka import create_topic, unique_topic, wait_for
 from tests.support.projection_events import Published
 
@@ -123,11 +124,14 @@ async def clean(pool, deliveries: list[Delivery], run_ids: list[str]) -> Snapsho
         await drop_scratch(pool, scratch)
 
 
-async def announcements(pool, topic: str, run_ids: list[str]) -> list[dict]:
-    """ToolCallSettled payloads the projection wrote to its outbox for these runs."""
+async def announcements(pool, topic: str, run_ids: list[str],
+                        event_type: str = TOOL_CALL_SETTLED) -> list[dict]:
+    """The payloads of one kind of announcement (settled, by default; or awaiting approval)
+    the projection wrote to its outbox for these runs."""
     rows = await pool.fetch(f"SELECT envelope FROM {SCHEMA}.outbox WHERE topic = $1"
-                            " AND partition_key = ANY($2::text[]) ORDER BY position",
-                            topic, run_ids)
+                            " AND partition_key = ANY($2::text[])"
+                            " AND envelope->>'event_type' = $3 ORDER BY position",
+                            topic, run_ids, event_type)
     return [json.loads(row["envelope"])["payload"] for row in rows]
 
 

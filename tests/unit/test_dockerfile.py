@@ -155,7 +155,7 @@ def command_problems(stages: list[Stage]) -> list[str]:
 
 def copy_problems(stages: list[Stage]) -> list[str]:
     packages = {p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
-    allowed = {"pyproject.toml", PYPROJECT["project"]["readme"], "config", *packages}
+    allowed = {"pyproject.toml", PYPROJECT["project"]["readme"], "config", "clients", *packages}
     problems = []
     for stage in stages:
         for flags, _, sources in copies(stage):
@@ -171,7 +171,8 @@ def copy_problems(stages: list[Stage]) -> list[str]:
                     problems.append(f"COPY {source}: excluded by .dockerignore")
     builder = {s for _, _, sources in copies(stages[0]) for s in sources}
     problems += [f"builder: does not copy {name}, which the package build needs"
-                 for name in sorted({"pyproject.toml", PYPROJECT["project"]["readme"], *packages})
+                 for name in sorted({"pyproject.toml", PYPROJECT["project"]["readme"], "clients",
+                                     *packages})
                  if not any(_top(s) == name for s in builder)]
     return problems
 

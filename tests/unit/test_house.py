@@ -98,10 +98,14 @@ def test_the_unit_suite_passes_from_a_copy_with_nothing_beside_it(tmp_path):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
     assert not (copy.parent.parent / "shared").exists() and not (copy.parent / "shared").exists()
-    env = {**os.environ, "INTENTLEDGER_IN_COPY": "1", "PYTHONPATH": str(copy)}
+    env = {**os.environ, "INTENTLEDGER_IN_COPY": "1",
+           "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "clients" / "python" / "src")])}
     where = subprocess.run([sys.executable, "-c", "import shared; print(shared.__file__)"],
                            cwd=copy, env=env, capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(copy)), "the copy's own code must be the code tested"
+    client = subprocess.run([sys.executable, "-c", "import intentledger_client as c; print(c.__file__)"],
+                            cwd=copy, env=env, capture_output=True, text=True, check=True)
+    assert client.stdout.startswith(str(copy)), "and the copy's own agent client"
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "tests/unit"], cwd=copy, env=env, capture_output=True, text=True,
                          timeout=600)

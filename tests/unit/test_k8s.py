@@ -22,7 +22,7 @@ from shared.health import HealthSettings
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
-from shared.kafka_users import kafka_users
+from shared.kafka_users import kafka_users, quotas
 from shared.topology import EFFECT_RECEIPTS
 from tests.support.deployment import (cli_grammar, consumers, defaults, example_tool_topics,
                                       known_env_names)
@@ -287,16 +287,31 @@ def _policies(objects, pod_labels: dict) -> list[dict]:
             if selects(p["spec"]["podSelector"], pod_labels)]
 
 
-def test_every_pod_is_denied_by_default_and_only_the_query_api_takes_connections(objects):
+def test_every_pod_is_denied_by_default_and_takes_only_scrapes_and_query_clients(objects):
+    """Prometheus reaches the health port (/metrics) of every pod; only the query API takes
+    other connections."""
     for name, template in pod_templates(objects).items():
         policies = _policies(objects, template["metadata"]["labels"])
         assert any(set(p["policyTypes"]) == {"Ingress", "Egress"} and not p.get("ingress")
                    and not p.get("egress") for p in policies), f"{name}: no default deny"
         ingress = [rule for p in policies for rule in p.get("ingress", [])]
-        if name == "query":
-            assert [port["port"] for rule in ingress for port in rule["ports"]] == [QUERY_PORT]
-        else:
-            assert not ingress, f"{name} accepts connections"
+        ports = sorted(port["port"] for rule in ingress for port in rule["ports"])
+        assert ports == ([HEALTH_PORT, QUERY_PORT] if name == "query" else [HEALTH_PORT]), name
+        scrape = next(rule for rule in ingress if rule["ports"][0]["port"] == HEALTH_PORT)
+        assert scrape["from"] == [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": "monitoring"}}, "podSelector": {"matchLabels": {
+                "app.kubernetes.io/name": "prometheus"}}}], f"{name}: metrics open to anyone"
+
+
+def test_prometheus_scrapes_every_service_on_its_health_port(objects):
+    monitor = of_kind(objects, "PodMonitor")["intentledger"]
+    for name, obj in of_kind(objects, "Deployment").items():
+        template = obj["spec"]["template"]
+        assert selects(monitor["spec"]["selector"], template["metadata"]["labels"]), name
+        ports = {port["name"]: port["containerPort"] for container in template["spec"]["containers"]
+                 for port in container.get("ports", [])}
+        assert ports.get("health") == HEALTH_PORT, f"{name}: no port named health"
+    assert of_kind(objects, "PrometheusRule")["intentledger-alerts"]
 
 
 def test_only_the_dispatcher_reaches_tool_endpoints_and_kafka_clients_reach_kafka(objects):
@@ -403,6 +418,20 @@ def test_every_kafka_user_holds_exactly_the_acls_derived_from_the_topology(overl
                 for operation in acl["operations"]}
         assert held == {(acl.resource, acl.name, acl.pattern, operation)
                         for acl in wanted for operation in acl.operations}, name
+
+
+def test_every_kafka_user_holds_the_quota_derived_for_it(overlay, objects):
+    """As ``infra up --secure`` sets them on the local broker: every tenant's agent user has
+    the agents' quota, in Strimzi's names (``producer_byte_rate`` is ``producerByteRate``);
+    the deployment's own users have none (their rates are the pipeline's)."""
+    users = of_kind(objects, "KafkaUser")
+    derived = quotas(kafka_users(deployed(overlay), EXAMPLE_TOOL_TOPICS, EXAMPLE_TENANTS))
+    assert {name for name, user in users.items() if "quotas" in user["spec"]} == {
+        f"intentledger-{name}" for name in derived}
+    for name, quota in derived.items():
+        assert users[f"intentledger-{name}"]["spec"]["quotas"] == {
+            re.sub(r"_(\w)", lambda m: m.group(1).upper(), config): value
+            for config, value in quota.configs().items()}, name
 
 
 KAFKA_USERS = {topology.RELAY: {"intentledger-relay"}, topology.OPERATORS: {"intentledger-operator"},

@@ -8,7 +8,7 @@ from aiokafka.partitioner import murmur2
 
 from services.relay.publisher import new_producer
 from shared.contracts.tenants import is_tenant_id
-from shared.messaging.partitioning import partition_for
+from intentledger_client.topics import partition_for
 from shared.topology import AGENT_RESULTS, BY_NAME, results_topic, results_topics
 
 ILLEGAL = ["acme.eu", "acme_eu", "Acme", "", "-acme", "acme-", "a" * 64, "acme eu", "acmé",

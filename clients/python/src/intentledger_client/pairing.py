@@ -1,0 +1,73 @@
+"""A call's outcome in the pairing format of each provider, so an agent loop can take its next
+turn: OpenAI Chat Completions (``role: tool``), OpenAI Responses (``function_call_output``) and
+Anthropic Messages (``tool_result``).
+
+The model sees data, never instructions: the content is JSON made of the outcome's status,
+its stable reason code and the tool's result fields (validated against the tool's result
+schema by the dispatcher) and nothing else a downstream said. Where the call has not settled,
+the one sentence added is ours, fixed per status: what is happening, and that proposing the
+call again under the same operation key is safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from intentledger_client.outcomes import Outcome
+
+NOTES = {
+    "pending": "The call is recorded but has not settled yet. Do not assume it happened or "
+               "failed. Proposing it again with the same operation key is safe: it cannot take "
+               "effect twice.",
+    "awaiting_approval": "The call needs approval by people before it may take effect; nothing "
+                         "has happened yet. Tell the user it is waiting for approval (how many "
+                         "and until when are in 'approval'). Proposing it again with the same "
+                         "operation key is safe: it cannot take effect twice.",
+    "needs_review": "A person must review this call before it settles; tell the user it is "
+                    "waiting for review. Proposing it again with the same operation key is safe: "
+                    "it cannot take effect twice.",
+}
+"""Ours, for the statuses that are not an answer yet; never text from a tool."""
+
+
+def content(outcome: Outcome) -> str:
+    """The outcome as JSON text: what the model reads as the tool's output."""
+    shown: dict[str, Any] = {"status": outcome.status}
+    if outcome.ledger_status is not None:
+        shown["ledger_status"] = outcome.ledger_status
+    if outcome.reason_code is not None:
+        shown["reason_code"] = outcome.reason_code
+    if outcome.result is not None:
+        shown["result"] = outcome.result
+    if outcome.answer is not None and outcome.answer.retry_after_s is not None \
+            and outcome.settled is None:
+        shown["retry_after_s"] = outcome.answer.retry_after_s
+    if outcome.approval is not None:
+        shown["approval"] = {"approvals_required": outcome.approval.approvals_required,
+                             "expires_at": outcome.approval.expires_at.isoformat()}
+    if outcome.status in NOTES:
+        shown["note"] = NOTES[outcome.status]
+    return json.dumps(shown, sort_keys=True)
+
+
+def is_error(outcome: Outcome) -> bool:
+    return outcome.status in ("failed", "denied")
+
+
+def to_openai_tool_messages(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Chat Completions: one ``{"role": "tool", "tool_call_id": ...}`` message per call."""
+    return [{"role": "tool", "tool_call_id": o.call_id, "content": content(o)} for o in outcomes]
+
+
+def to_openai_responses_items(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Responses: one ``function_call_output`` input item per ``function_call``'s ``call_id``."""
+    return [{"type": "function_call_output", "call_id": o.call_id, "output": content(o)}
+            for o in outcomes]
+
+
+def to_anthropic_tool_results(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Messages: ``tool_result`` blocks for the next user turn, failures and denials flagged."""
+    return [{"type": "tool_result", "tool_use_id": o.call_id, "content": content(o),
+             "is_error": is_error(o)} for o in outcomes]

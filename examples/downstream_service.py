@@ -91,6 +91,7 @@ from shared.errors import PermanentError
 from shared.identity import capability_keys
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, decode
+from shared.runs import RunKey
 from shared.messaging.kafka_security import client_options
 
 TOOL = "credits.grant"
@@ -131,7 +132,7 @@ async def answer(conn: asyncpg.Connection, schema: str, run_id: str, request: Ef
     """Settle the key at most once, in the caller's transaction; the order of checks matters:
     a stale fence reads nothing, and a settled key is answered before the request is judged
     (refusing it now would deny an effect that exists)."""
-    if not await admit(conn, schema, run_id, request.fence):
+    if not await admit(conn, schema, RunKey(request.tenant_id, run_id), request.fence):
         return receipt(request, "stale", reason="stale_fence")
     claim = await claim_key(conn, schema, request.operation_key, intent_hash(request))
     if claim.status == "replay":
@@ -153,7 +154,7 @@ async def answer_lookup(conn: asyncpg.Connection, schema: str, run_id: str,
                         lookup: EffectLookupRequested) -> EffectReceipt:
     """The recorded answer, or ``not_found``; the fence is raised first, so once a new owner
     has asked, no request of the old one can land after the answer."""
-    if not await admit(conn, schema, run_id, lookup.fence):
+    if not await admit(conn, schema, RunKey(lookup.tenant_id, run_id), lookup.fence):
         return receipt(lookup, "stale", reason="stale_fence")
     response = await recorded_response(conn, schema, lookup.operation_key)
     return replayed(lookup, response) if response else receipt(lookup, "not_found")

@@ -319,6 +319,8 @@ def _operator_commands(commands: argparse._SubParsersAction) -> None:
     runs_list.add_argument("--state", action="append", default=[], help="repeat for several")
     runs_show = runs_action.add_parser("show", help="a run, its calls and its timeline")
     runs_show.add_argument("run_id")
+    runs_show.add_argument("--tenant", required=True,
+                           help="the run's tenant (run ids are per tenant: two may share one)")
     unknown = commands.add_parser("unknown", help="the UNKNOWN queue, oldest first, with ages")
     unknown.add_argument("action", choices=["list"])
     unknown.add_argument("--tenant")
@@ -346,7 +348,9 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> int:
     from services.query.filters import CallFilters, DeadLetterFilters, RunFilters
 
     if (args.command, args.action) == ("runs", "show"):
-        return await cli.runs_show(settings, args.run_id, args.json)
+        from shared.runs import RunKey
+
+        return await cli.runs_show(settings, RunKey(args.tenant, args.run_id), args.json)
     if (args.command, args.action) == ("dlq", "replay"):
         return await cli.dlq_replay(settings, args.schema, args.id, args.force)
     page = {"limit": args.limit, "after": args.after}

@@ -40,11 +40,13 @@ from downstreams.wallet.effects import ARGUMENTS, apply
 from downstreams.wallet.repository import SCHEMA
 from shared import faults
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested, ReceiptStatus
+from shared.contracts.tenants import TenantId
 from shared.downstream.capability_check import CapabilityCheck, CapabilityReason
 from shared.downstream.fences import admit
 from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
                                                 release_key, request_hash)
 from shared.ids import new_event_id
+from shared.runs import RunKey
 
 
 class Lookup(BaseModel):
@@ -52,7 +54,8 @@ class Lookup(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    run_id: str = Field(min_length=1, max_length=200, description="The fence's scope.")
+    run_id: str = Field(min_length=1, max_length=200, description="The fence's scope, with tenant_id.")
+    tenant_id: TenantId
     operation_key: str = Field(min_length=1, max_length=200)
     fence: int = Field(ge=0)
     attempt: int = Field(ge=1)
@@ -63,7 +66,7 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
                  check: CapabilityCheck) -> EffectReceipt:
     """Settle the key at most once; every later request under it gets the recorded answer."""
     await faults.hit("wallet.delay")
-    if not await admit(conn, SCHEMA, run_id, request.fence):
+    if not await admit(conn, SCHEMA, RunKey(request.tenant_id, run_id), request.fence):
         return _receipt(request, "stale", reason=WalletReason.STALE_FENCE)
     claim = await claim_key(conn, SCHEMA, request.operation_key, _intent_hash(request))
     if claim.status == "replay":
@@ -85,7 +88,7 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
 async def answer_lookup(conn: asyncpg.Connection, lookup: Lookup) -> EffectReceipt:
     """The recorded answer (``replayed``), ``not_found`` if never settled, or ``stale``."""
     await faults.hit("wallet.lookup_delay")
-    if not await admit(conn, SCHEMA, lookup.run_id, lookup.fence):
+    if not await admit(conn, SCHEMA, RunKey(lookup.tenant_id, lookup.run_id), lookup.fence):
         return _receipt(lookup, "stale", reason=WalletReason.STALE_FENCE)
     response = await recorded_response(conn, SCHEMA, lookup.operation_key)
     return _replayed(lookup, response) if response else _receipt(lookup, "not_found")

@@ -44,7 +44,8 @@ class WalletInbox:
         asked = parse(envelope, EffectLookupRequested)
         receipt = await answer_lookup(uow.connection, Lookup(
             run_id=envelope.run_id,
-            **asked.model_dump(include={"operation_key", "fence", "attempt", "logical_call_id"})))
+            **asked.model_dump(include={"operation_key", "fence", "attempt", "logical_call_id",
+                                        "tenant_id"})))
         _reply(uow, envelope, asked.reply_topic, receipt)
 
 

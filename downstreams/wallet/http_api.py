@@ -2,7 +2,8 @@
 (``answers.py``), each in one PostgreSQL transaction.
 
 ``POST /effects`` performs an effect. Headers: ``Idempotency-Key`` (the operation key),
-``Intentledger-Run-Id``, ``Intentledger-Fence``, ``Intentledger-Attempt``,
+``Intentledger-Run-Id`` and ``Intentledger-Tenant`` (the run the fence is of: runs are named by
+tenant and run id), ``Intentledger-Fence``, ``Intentledger-Attempt``,
 ``Intentledger-Logical-Call-Id``, ``Intentledger-Deadline`` (RFC 3339, with an offset).
 Body: ``{"tool_name", "tool_version", "canonical_arguments", "capability"}`` (the policy's
 signed capability, checked as on Kafka).
@@ -46,7 +47,8 @@ log = logging.getLogger(__name__)
 POOL = web.AppKey("pool", asyncpg.Pool)
 CHECK = web.AppKey("capability_check", CapabilityCheck)
 HTTP_STATUS = {"applied": 200, "rejected": 422, "stale": 409, "not_found": 404}
-CALL_HEADERS = {"run_id": "Intentledger-Run-Id", "fence": "Intentledger-Fence",
+CALL_HEADERS = {"run_id": "Intentledger-Run-Id", "tenant_id": "Intentledger-Tenant",
+                "fence": "Intentledger-Fence",
                 "attempt": "Intentledger-Attempt", "logical_call_id": "Intentledger-Logical-Call-Id"}
 SEND_HEADERS = {"operation_key": "Idempotency-Key", **CALL_HEADERS,
                 "deadline_at": "Intentledger-Deadline"}

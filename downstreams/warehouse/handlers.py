@@ -35,6 +35,7 @@ from shared.downstream.idempotent_write import (claim_key, record_response, reco
                                                 request_hash)
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, parse
+from shared.runs import RunKey
 
 log = logging.getLogger(__name__)
 PRODUCER = "warehouse"
@@ -95,7 +96,7 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
     nothing), and a late claim is undone by rolling back its savepoint."""
     identity = {"operation_key": request.operation_key, "logical_call_id": request.logical_call_id,
                 "attempt": request.attempt}
-    if not await admit(conn, repo.SCHEMA, run_id, request.fence):
+    if not await admit(conn, repo.SCHEMA, RunKey(request.tenant_id, run_id), request.fence):
         return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
     operation = OPERATIONS.get((request.tool_name, request.tool_version))
     if operation is None:
@@ -134,7 +135,7 @@ async def answer_lookup(conn: asyncpg.Connection, run_id: str,
     so once the new owner has asked, no request of an older owner can land afterwards."""
     identity = {"operation_key": question.operation_key,
                 "logical_call_id": question.logical_call_id, "attempt": question.attempt}
-    if not await admit(conn, repo.SCHEMA, run_id, question.fence):
+    if not await admit(conn, repo.SCHEMA, RunKey(question.tenant_id, run_id), question.fence):
         return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
     response = await recorded_response(conn, repo.SCHEMA, question.operation_key)
     if response is None:

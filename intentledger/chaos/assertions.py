@@ -52,7 +52,7 @@ def _lookup(assertion: Assertion, facts: Facts) -> Any:
     if assertion.fact in CALL_FACTS:
         value = facts.calls.get(assertion.call or "", {}).get(assertion.fact, _MISSING)
     elif assertion.fact in RUN_FACTS:
-        value = facts.runs.get(assertion.run or "", {}).get(assertion.fact, _MISSING)
+        value = _run_of(assertion, facts).get(assertion.fact, _MISSING)
     elif assertion.fact in FAULT_FACTS:
         value = facts.faults.get(assertion.fault or "", _MISSING)
     elif assertion.fact == "wallet_balance_minor":
@@ -66,8 +66,16 @@ def _lookup(assertion: Assertion, facts: Facts) -> Any:
     return value
 
 
+def _run_of(assertion: Assertion, facts: Facts) -> dict[str, Any]:
+    """The named run of the assertion's tenant, or of the one tenant that proposed in it."""
+    found = [run for (name, tenant), run in facts.runs.items() if name == assertion.run
+             and assertion.tenant in (None, tenant)]
+    return found[0] if len(found) == 1 else {}
+
+
 def _subject(assertion: Assertion) -> str:
     of = assertion.call or assertion.run or assertion.fault or assertion.wallet or assertion.sku
     text = assertion.fact + (f".{assertion.field}" if assertion.field else "")
     text += f" of {of}" if of else ""
+    text += f" of tenant {assertion.tenant}" if assertion.tenant and assertion.run else ""
     return text + (f" (at {assertion.at})" if assertion.at else "")

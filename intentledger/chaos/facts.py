@@ -36,7 +36,8 @@ UNSETTLED = {"AUTHORIZED", "INTENT_RECORDED", "DISPATCHING", "UNKNOWN", "RECONCI
 @dataclass
 class Facts:
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """Per (run name, tenant): runs are named by tenant and run id (shared/runs.py)."""
     scenario: dict[str, Any] = field(default_factory=dict)
     wallets: dict[str, int | None] = field(default_factory=dict)
     stock: dict[str, int | None] = field(default_factory=dict)
@@ -49,6 +50,8 @@ class Subjects:
     """What a scenario created, by the names its protocol uses."""
     sent: dict[str, Sent]
     run_ids: dict[str, str]
+    run_tenants: dict[str, tuple[str, ...]]
+    """Run name -> the tenants whose proposals name it: each has a run of that id."""
     wallets: dict[str, str]
     """Protocol id (with ``${nonce}``) -> the wallet's id in this execution."""
     skus: dict[str, str]
@@ -68,14 +71,8 @@ async def measure(pool: asyncpg.Pool, subjects: Subjects, *, settled: dict[str, 
             if settled is not None:
                 facts.calls[name]["settled"] = settled.get(str(sent.logical_call_id))
         for name, run_id in subjects.run_ids.items():
-            row = await conn.fetchrow("SELECT status, stop_reason, projection_hash "
-                                      "FROM projection.runs WHERE run_id = $1", run_id)
-            facts.runs[name] = {"run_status": row and row["status"],
-                                "stop_reason": row and row["stop_reason"],
-                                "projection_hash": row and row["projection_hash"],
-                                "run_events": [r["event_type"] for r in await conn.fetch(
-                                    "SELECT event_type FROM projection.events WHERE run_id = $1 "
-                                    "ORDER BY position", run_id)]}
+            for tenant in subjects.run_tenants[name]:
+                facts.runs[(name, tenant)] = await _run(conn, tenant, run_id)
         for named, wallet in subjects.wallets.items():
             facts.wallets[named] = await conn.fetchval(
                 "SELECT balance_minor FROM wallet.wallets WHERE id = $1", wallet)
@@ -86,14 +83,34 @@ async def measure(pool: asyncpg.Pool, subjects: Subjects, *, settled: dict[str, 
     return facts
 
 
+async def _run(conn: asyncpg.Connection, tenant: str, run_id: str) -> dict[str, Any]:
+    """One tenant's run, from the record of each service that keeps part of it."""
+    row = await conn.fetchrow("SELECT status, stop_reason, projection_hash, rejected_proposals"
+                              " FROM projection.runs WHERE tenant_id = $1 AND run_id = $2",
+                              tenant, run_id)
+    budget = await conn.fetchrow("SELECT call_count, cost_spent_minor FROM proposal_intake.runs"
+                                 " WHERE tenant_id = $1 AND run_id = $2", tenant, run_id)
+    return {"run_status": row and row["status"], "stop_reason": row and row["stop_reason"],
+            "projection_hash": row and row["projection_hash"],
+            "rejected_proposals": row and row["rejected_proposals"],
+            "run_events": [r["event_type"] for r in await conn.fetch(
+                "SELECT event_type FROM projection.events WHERE tenant_id = $1 AND run_id = $2"
+                " ORDER BY position", tenant, run_id)],
+            "run_calls": budget and budget["call_count"],
+            "run_cost_spent_minor": budget and budget["cost_spent_minor"],
+            "run_attempts_used": await conn.fetchval(
+                "SELECT attempts_used FROM dispatcher.runs WHERE tenant_id = $1 AND run_id = $2",
+                tenant, run_id)}
+
+
 async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, EffectCounter]
                 ) -> dict[str, Any]:
     payload = dict(sent.outcome.payload)
     if sent.outcome.status == "pending":  # not answered yet (a snapshot): the intake's own row
         row = await conn.fetchrow(
             "SELECT logical_call_id, operation_key, tool_name FROM proposal_intake.logical_calls "
-            "WHERE run_id = $1 AND provider_call_id = $2", sent.run_id,
-            sent.proposal.call_id or sent.proposal.name)
+            "WHERE tenant_id = $1 AND run_id = $2 AND provider_call_id = $3", sent.proposal.tenant,
+            sent.run_id, sent.proposal.call_id or sent.proposal.name)
         payload |= {k: str(v) for k, v in row.items()} if row else {}
     call_id = payload.get("logical_call_id")
     key = payload.get("operation_key") or sent.proposal.operation_key

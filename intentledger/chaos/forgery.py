@@ -20,6 +20,7 @@ import asyncpg
 from intentledger.chaos.positions import Positions
 from shared.contracts.effect_requests import EFFECT_REQUESTED, EffectRequested
 from shared.contracts.fault_protocol import Forge, substitute
+from shared.contracts.tenants import is_tenant_id
 from shared.messaging.envelope import Envelope, payload_of
 from shared.messaging.outbox import OutboxMessage, insert_outbox_rows
 from shared.topology import EFFECT_RECEIPTS
@@ -35,6 +36,7 @@ async def forge(pool: asyncpg.Pool, positions: Positions, fault: Forge, nonce: s
     request = EffectRequested(
         operation_key=key, tool_name=fault.tool, tool_version=fault.tool_version,
         canonical_arguments=substitute(fault.arguments, nonce), attempt=1, fence=1,
+        tenant_id=_tenant_of(key),
         logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
         deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic=EFFECT_RECEIPTS)
     envelope = Envelope.new(event_type=EFFECT_REQUESTED, run_id=f"forged-{nonce}",
@@ -48,3 +50,11 @@ async def forge(pool: asyncpg.Pool, positions: Positions, fault: Forge, nonce: s
                 return payload
         await asyncio.sleep(POLL_S)
     return None
+
+
+def _tenant_of(key: str) -> str:
+    """The tenant a forged request claims: the one its operation key names (``<tenant>:…``)."""
+    tenant = key.partition(":")[0]
+    if not is_tenant_id(tenant):
+        raise ValueError(f"forged operation key {key!r} names no tenant (<tenant>:…)")
+    return tenant

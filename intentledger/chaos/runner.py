@@ -401,7 +401,12 @@ class Scenario:
     def _subjects(self, placements: list[tuple[str, int, int]]) -> measured.Subjects:
         sent = {p.name: self.sent.get(p.name) or Sent(p, self.run_ids[p.run], Answered(
             p.call_id or p.name, "pending")) for p in self.proposals}
-        return measured.Subjects(sent, self.run_ids, self.wallets, self.skus,
+        tenants: dict[str, set[str]] = {}
+        for proposal in self.proposals:
+            tenants.setdefault(proposal.run, set()).add(proposal.tenant)
+        return measured.Subjects(sent, self.run_ids,
+                                 {run: tuple(sorted(named)) for run, named in tenants.items()},
+                                 self.wallets, self.skus,
                                  measured.BUILT_IN_COUNTERS | dict(self.protocol.effect_counters),
                                  self.started_at, placements)
 

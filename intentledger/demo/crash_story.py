@@ -78,14 +78,15 @@ async def _what_an_operator_sees(pool: asyncpg.Pool, run_id: str) -> bool:
     attempt, which receipt), and a replay of its history to the same hash."""
     from services.projection.replay import replay
     from services.query.cli import runs_show
+    from shared.runs import RunKey
     from shared.config import Settings
 
     async with asyncio.timeout(60):
         while await pool.fetchval("SELECT status FROM projection.runs WHERE run_id = $1",
                                   run_id) != "completed":
             await asyncio.sleep(0.2)
-    print(f"\n$ intentledger runs show {run_id}")
-    await runs_show(Settings(), run_id, as_json=False)
+    print(f"\n$ intentledger runs show {run_id} --tenant acme")
+    await runs_show(Settings(), RunKey("acme", run_id), as_json=False)
     verdict = await replay(pool, [run_id])
     print(f"\n$ intentledger replay --run {run_id} --verify\nlive {verdict.live_hash}\n"
           f"replay {verdict.replayed_hash}: {'equal' if verdict.agrees else 'DIFFERENT'}")

@@ -73,7 +73,8 @@ async def run_demo(settings: Settings) -> int:
     ok = backbone_ok and intake_ok and story_ok and authority_ok
     if ok:
         console = await demo_console.start(settings, endpoints)
-        print("\nto look around: .venv/bin/intentledger runs list | runs show <run> | unknown list;"
+        print("\nto look around: .venv/bin/intentledger runs list"
+              " | runs show <run> --tenant <tenant> | unknown list;"
               "\n               curl -H 'Authorization: Bearer <token>' "
               f"{console.url.removesuffix('/console/')}/v1/runs"
               "\nto break it on purpose: .venv/bin/intentledger chaos run fault-protocols/"

@@ -29,6 +29,7 @@ from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import SignedEnvelope
 from shared.identity.signatures import RESOLUTION, SignatureRefused
 from shared.messaging.envelope import Envelope, parse
+from shared.runs import RunKey
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class DispatcherInbox:
             return
         deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
         conn = uow.connection
-        await repo.insert_run(conn, intent.run_id, intent.tenant_id, intent.principal_id, deadline,
+        await repo.insert_run(conn, RunKey.of(intent), intent.principal_id, deadline,
                               intent.run_max_attempts or self._settings.default_run_attempts)
         if await repo.insert_call(conn, intent=intent.model_dump(mode="json"),
                                   capability=authorization.capability.model_dump(mode="json"),

@@ -12,6 +12,7 @@ import asyncpg
 
 from shared.contracts.dispatch import CallState
 from shared.messaging.versioning import Transitions
+from shared.runs import RunKey
 
 SCHEMA = "dispatcher"
 NOTIFY_CHANNEL = "intentledger_dispatcher"
@@ -53,6 +54,10 @@ class Call:
         values["state"] = CallState(values["state"])
         return cls(**values)
 
+    @property
+    def run(self) -> RunKey:
+        return RunKey(self.tenant_id, self.run_id)
+
     def with_version(self, state: CallState, version: int) -> Call:
         return replace(self, state=state, version=version)
 
@@ -73,6 +78,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Run:
+    tenant_id: str
     run_id: str
     deadline_at: datetime
     max_attempts: int
@@ -83,13 +89,17 @@ class Run:
     compensates: bool
     """Whether the run's stop undoes its done steps (a failure) or leaves them (out of budget)."""
 
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.tenant_id, self.run_id)
 
-async def insert_run(conn: asyncpg.Connection, run_id: str, tenant_id: str, principal_id: str,
+
+async def insert_run(conn: asyncpg.Connection, run: RunKey, principal_id: str,
                      deadline_at: datetime, max_attempts: int) -> None:
     await conn.execute(
         f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_attempts,"
-        " work_until) VALUES ($1, $2, $3, $4, $5, $4) ON CONFLICT (run_id) DO NOTHING",
-        run_id, tenant_id, principal_id, deadline_at, max_attempts)
+        " work_until) VALUES ($1, $2, $3, $4, $5, $4) ON CONFLICT (tenant_id, run_id) DO NOTHING",
+        run.run_id, run.tenant_id, principal_id, deadline_at, max_attempts)
 
 
 async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
@@ -141,11 +151,11 @@ async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
     run lease only one of them can hold."""
     rows = await conn.fetch(
         f"SELECT c.* FROM {SCHEMA}.calls c WHERE c.logical_call_id IN ("
-        f"  SELECT DISTINCT ON (d.run_id) d.logical_call_id FROM {SCHEMA}.calls d"
-        f"  LEFT JOIN {SCHEMA}.leases l ON l.run_id = d.run_id"
+        f"  SELECT DISTINCT ON (d.tenant_id, d.run_id) d.logical_call_id FROM {SCHEMA}.calls d"
+        f"  LEFT JOIN {SCHEMA}.leases l ON l.tenant_id = d.tenant_id AND l.run_id = d.run_id"
         "   WHERE d.next_action_at <= $2"
         "     AND (l.run_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
-        "   ORDER BY d.run_id, d.next_action_at, d.logical_call_id)"
+        "   ORDER BY d.tenant_id, d.run_id, d.next_action_at, d.logical_call_id)"
         " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED", worker_id, now, limit)
     return [Call.of(row) for row in rows]
 
@@ -156,17 +166,19 @@ async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) 
     return Call.of(row) if row else None
 
 
-async def run_for_update(conn: asyncpg.Connection, run_id: str) -> Run:
-    return (await runs_for_update(conn, [run_id]))[run_id]
+async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> Run:
+    return (await runs_for_update(conn, [run]))[run]
 
 
-async def runs_for_update(conn: asyncpg.Connection, run_ids: list[str]) -> dict[str, Run]:
+async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> dict[RunKey, Run]:
     """Locked in run order, like the leases, so two batches cannot deadlock on them."""
     rows = await conn.fetch(
-        f"SELECT run_id, deadline_at, max_attempts, attempts_used, aborted_at, abort_reason,"
-        f" work_until, compensates FROM {SCHEMA}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id"
-        " FOR NO KEY UPDATE", run_ids)
-    return {row["run_id"]: Run(**row) for row in rows}
+        f"SELECT tenant_id, run_id, deadline_at, max_attempts, attempts_used, aborted_at,"
+        f" abort_reason, work_until, compensates FROM {SCHEMA}.runs"
+        " WHERE (tenant_id, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+        " ORDER BY tenant_id, run_id FOR NO KEY UPDATE",
+        [run.tenant_id for run in runs], [run.run_id for run in runs])
+    return {RunKey.of(row): Run(**row) for row in rows}
 
 
 async def attempts_of(conn: asyncpg.Connection,
@@ -197,7 +209,7 @@ async def insert_attempt(conn: asyncpg.Connection, call: Call, attempt: int, kin
         # The run's budget counts what it asks of the world; lookups (recovery) and
         # compensations must never be starved by it.
         await conn.execute(f"UPDATE {SCHEMA}.runs SET attempts_used = attempts_used + 1"
-                           " WHERE run_id = $1", call.run_id)
+                           " WHERE tenant_id = $1 AND run_id = $2", call.tenant_id, call.run_id)
 
 
 async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, attempt: int,
@@ -252,35 +264,37 @@ async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None)
                        call.logical_call_id, until)
 
 
-async def abort_run(conn: asyncpg.Connection, run_id: str, reason: str, *,
+async def abort_run(conn: asyncpg.Connection, run: RunKey, reason: str, *,
                     compensate: bool = True) -> bool:
     """True the first time: the run stops dispatching, and its done steps get compensated
     if ``compensate``."""
     return bool(await conn.fetchval(
-        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $2, compensates = $3"
-        " WHERE run_id = $1 AND aborted_at IS NULL RETURNING true", run_id, reason, compensate))
+        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $3, compensates = $4"
+        " WHERE tenant_id = $1 AND run_id = $2 AND aborted_at IS NULL RETURNING true",
+        run.tenant_id, run.run_id, reason, compensate))
 
 
-async def extend_work(conn: asyncpg.Connection, run_id: str, until: datetime) -> None:
-    await conn.execute(f"UPDATE {SCHEMA}.runs SET work_until = greatest(work_until, $2)"
-                       " WHERE run_id = $1", run_id, until)
+async def extend_work(conn: asyncpg.Connection, run: RunKey, until: datetime) -> None:
+    await conn.execute(f"UPDATE {SCHEMA}.runs SET work_until = greatest(work_until, $3)"
+                       " WHERE tenant_id = $1 AND run_id = $2", run.tenant_id, run.run_id, until)
 
 
-async def saga_position(conn: asyncpg.Connection, run_id: str) -> tuple[bool, list[Call]]:
+async def saga_position(conn: asyncpg.Connection, run: RunKey) -> tuple[bool, list[Call]]:
     """(a compensation is in flight, the succeeded calls not yet compensated, latest first)."""
     rows = await conn.fetch(
-        f"SELECT * FROM {SCHEMA}.calls WHERE run_id = $1 AND state IN ('SUCCEEDED', 'COMPENSATING')"
-        " AND compensates IS NULL ORDER BY succeeded_at DESC, logical_call_id DESC FOR UPDATE",
-        run_id)
+        f"SELECT * FROM {SCHEMA}.calls WHERE tenant_id = $1 AND run_id = $2"
+        " AND state IN ('SUCCEEDED', 'COMPENSATING') AND compensates IS NULL"
+        " ORDER BY succeeded_at DESC, logical_call_id DESC FOR UPDATE", run.tenant_id, run.run_id)
     calls = [Call.of(row) for row in rows]
     return (any(call.state == CallState.COMPENSATING for call in calls),
             [call for call in calls if call.state == CallState.SUCCEEDED])
 
 
-async def unsent_calls(conn: asyncpg.Connection, run_id: str) -> list[Call]:
+async def unsent_calls(conn: asyncpg.Connection, run: RunKey) -> list[Call]:
     rows = await conn.fetch(
-        f"SELECT * FROM {SCHEMA}.calls WHERE run_id = $1 AND state IN ('AUTHORIZED',"
-        " 'INTENT_RECORDED') AND compensates IS NULL FOR UPDATE SKIP LOCKED", run_id)
+        f"SELECT * FROM {SCHEMA}.calls WHERE tenant_id = $1 AND run_id = $2 AND state IN"
+        " ('AUTHORIZED', 'INTENT_RECORDED') AND compensates IS NULL FOR UPDATE SKIP LOCKED",
+        run.tenant_id, run.run_id)
     return [Call.of(row) for row in rows]
 
 

@@ -134,21 +134,21 @@ class Scheduler:
                 return 0, []
             if len(calls) == self._settings.steps_per_transaction:
                 on_claim()  # more may be due than one batch takes
-            run_ids = sorted({call.run_id for call in calls})
+            run_keys = sorted({call.run for call in calls})
             call_ids = [call.logical_call_id for call in calls]
-            held = await leases.hold(conn, run_ids, self._settings.worker_id,
+            held = await leases.hold(conn, run_keys, self._settings.worker_id,
                                      self._settings.lease_ttl_s, now)
             runs = await repo.runs_for_update(conn, list(held))
             attempts = await repo.attempts_of(conn, call_ids)
             resolutions = await repo.pending_resolutions(conn, call_ids)
             reports = []
-            for call in sorted(calls, key=lambda call: call.run_id):
-                if (lease := held.get(call.run_id)) is None:
+            for call in sorted(calls, key=lambda call: call.run):
+                if (lease := held.get(call.run)) is None:
                     continue  # another worker took the run between our claim and our lease
                 if lease.taken_over_from:
-                    log.warning("took run %s over from %s (fence %d)", call.run_id,
+                    log.warning("took run %s over from %s (fence %d)", call.run,
                                 lease.taken_over_from, lease.fence)
-                known = Known(runs[call.run_id], attempts[call.logical_call_id],
+                known = Known(runs[call.run], attempts[call.logical_call_id],
                               resolutions.get(call.logical_call_id))
                 if isolate:
                     report = await self._step_isolated(uow, call, lease, now, known)

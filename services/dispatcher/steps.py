@@ -240,7 +240,7 @@ class Stepper:
         if kind == "send" and step.tool.requires_approval and not (call.capability or {}).get(
                 "approvals"):
             step.count(metrics.IRREVERSIBLE_UNAPPROVED)  # authority_at_dispatch forbids it
-        order = Order(kind=kind, tool=step.tool, run_id=call.run_id,
+        order = Order(kind=kind, tool=step.tool, run_id=call.run_id, tenant_id=call.tenant_id,
                       logical_call_id=call.logical_call_id, operation_key=call.operation_key,
                       canonical_arguments=call.canonical_arguments, attempt=number,
                       fence=lease.fence, deadline_at=deadline,
@@ -300,7 +300,7 @@ class Stepper:
         settings = self._settings
         last_deadline = max(attempt.deadline_at for attempt in step.attempts)
         not_before = last_deadline + timedelta(seconds=settings.clock_skew_grace_s)
-        await repo.extend_work(step.conn, step.call.run_id,
+        await repo.extend_work(step.conn, step.call.run,
                                step.now + timedelta(seconds=settings.reconciliation_window_s))
         version = await self._move(step, S.UNKNOWN, next_action_at=max(step.now, not_before))
         self._events.call_event(step.uow, TOOL_OUTCOME_MARKED_UNKNOWN, step.call, step.lease,
@@ -516,11 +516,11 @@ class Stepper:
         if step.call.compensates is not None:
             await self._compensation_settled(step, S.COMPENSATION_FAILED, reason)
             return
-        if await repo.abort_run(step.conn, step.call.run_id, f"{reason}: {detail}",
+        if await repo.abort_run(step.conn, step.call.run, f"{reason}: {detail}",
                                 compensate=reason not in STOPS_WITHOUT_UNDOING):
             self._events.call_event(step.uow, RUN_ABORTED, step.call, step.lease, state=step.call.state,
                               version=step.call.version, reason=reason, detail=detail)
-            for unsent in await repo.unsent_calls(step.conn, step.call.run_id):
+            for unsent in await repo.unsent_calls(step.conn, step.call.run):
                 if unsent.logical_call_id == step.call.logical_call_id:
                     continue
                 other = _Step(step.uow, unsent, step.run, step.lease, step.tool, [], step.now,
@@ -531,10 +531,10 @@ class Stepper:
 
     async def _advance_saga(self, step: _Step) -> None:
         """In an aborted run, compensate done steps one at a time, latest first."""
-        run = await repo.run_for_update(step.conn, step.call.run_id)
+        run = await repo.run_for_update(step.conn, step.call.run)
         if run.aborted_at is None or not run.compensates:
             return
-        in_flight, done = await repo.saga_position(step.conn, run.run_id)
+        in_flight, done = await repo.saga_position(step.conn, run.key)
         if in_flight:
             return
         for original in done:
@@ -551,7 +551,7 @@ class Stepper:
         deadline = step.now + timedelta(seconds=self._settings.compensation_window_s)
         try:
             intent, proposal = self._compensation_for(original, tool, deadline)
-            await repo.extend_work(step.conn, original.run_id, deadline)
+            await repo.extend_work(step.conn, original.run, deadline)
             if not await repo.insert_call(step.conn, intent=intent.model_dump(mode="json"),
                                           capability=None,
                                           policy_version=self._policy.current_version(),

@@ -20,7 +20,9 @@ from shared.contracts.authorizations import (AUTHORIZATION_ALLOWED, AUTHORIZATIO
 from shared.contracts.dispatch import RUN_ABORTED, CallEvent, CallState
 from shared.contracts.effects import CommittedEffect
 from shared.contracts.intake import DUPLICATE_PROPOSAL, ProposalOutcome, Intent
+from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope, parse
+from shared.runs import RunKey
 
 INTAKE, POLICY, DISPATCHER = 1, 2, 3
 """Stages of a call's composite version."""
@@ -110,6 +112,7 @@ class CallFact:
 class RunFact:
     """A run-level event: the dispatcher aborted the run, or the intake refused a proposal."""
 
+    tenant_id: str
     run_id: str
     kind: Literal["aborted", "rejected"]
     reason: str | None
@@ -124,9 +127,20 @@ class Fact:
     call: CallFact | None = None
     run: RunFact | None = None
 
+    def __post_init__(self) -> None:
+        if not self.audit.tenant_id:
+            # A run is named by its tenant and id (shared/runs.py): an event without a tenant
+            # would belong to no run, or, guessed from its run id, to someone else's.
+            raise PermanentError(f"{self.envelope.event_type} {self.envelope.event_id} names no "
+                                 "tenant: every ledger event belongs to one tenant's run")
+
     @property
     def envelope(self) -> Envelope:
         return self.delivery.envelope
+
+    @property
+    def run_key(self) -> RunKey:
+        return RunKey(self.audit.tenant_id, self.envelope.run_id)
 
     @property
     def trace_id(self) -> str | None:
@@ -149,8 +163,9 @@ def outcome(delivery: Delivery) -> Fact:
     audit = Audit(answer.tenant_id, answer.principal_id, answer.logical_call_id)
     if envelope.event_type == DUPLICATE_PROPOSAL:
         return Fact(delivery, audit)
-    return Fact(delivery, audit, run=RunFact(envelope.run_id, "rejected", answer.reason_code,
-                                             envelope.event_id, envelope.occurred_at))
+    return Fact(delivery, audit, run=RunFact(answer.tenant_id, envelope.run_id, "rejected",
+                                             answer.reason_code, envelope.event_id,
+                                             envelope.occurred_at))
 
 
 def committed(delivery: Delivery) -> Fact:
@@ -186,8 +201,9 @@ def dispatched(delivery: Delivery) -> Fact:
                   event.worker_id, event.fence, event.attempt, event.receipt_id)
     if envelope.event_type == RUN_ABORTED:
         # It repeats the call's current state and version: a fact about the run, not a step.
-        return Fact(delivery, audit, run=RunFact(envelope.run_id, "aborted", event.reason,
-                                                 envelope.event_id, envelope.occurred_at))
+        return Fact(delivery, audit, run=RunFact(event.tenant_id, envelope.run_id, "aborted",
+                                                 event.reason, envelope.event_id,
+                                                 envelope.occurred_at))
     call = CallFact(
         logical_call_id=event.logical_call_id, run_id=envelope.run_id, tenant_id=event.tenant_id,
         principal_id=event.principal_id, stage=DISPATCHER, version=event.version,

@@ -16,15 +16,17 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from services.projection.reducer import CallRow, RunRow, columns
+from shared.runs import RunKey
 
 
 def run_hash(run: RunRow, calls: Iterable[CallRow]) -> str:
     return hashlib.sha256(canonical(run, calls).encode()).hexdigest()
 
 
-def overall_hash(run_hashes: Mapping[str, str]) -> str:
-    """One hash for a set of runs: their per-run hashes, in run id order."""
-    lines = "".join(f"{run_id}\t{digest}\n" for run_id, digest in sorted(run_hashes.items()))
+def overall_hash(run_hashes: Mapping[RunKey, str]) -> str:
+    """One hash for a set of runs: their per-run hashes, in (tenant, run id) order."""
+    lines = "".join(f"{json.dumps([run.tenant_id, run.run_id])}\t{digest}\n"
+                    for run, digest in sorted(run_hashes.items()))
     return hashlib.sha256(lines.encode()).hexdigest()
 
 

@@ -19,6 +19,7 @@ from services.projection.reducer import REDUCER_VERSION, CallRow, announced, app
 from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
 from shared.messaging.versioning import Advance
+from shared.runs import RunKey
 
 Announce = Callable[[CallRow, Envelope], None]
 """Told the call's row and the event that settled it."""
@@ -30,7 +31,7 @@ async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[De
     facts = [read(delivery) for delivery in deliveries]
     fresh = await repo.append(conn, schema, facts)
     facts = [fact for fact in facts if fact.envelope.event_id in fresh]
-    runs = sorted({fact.envelope.run_id for fact in facts if fact.call or fact.run})
+    runs = sorted({fact.run_key for fact in facts if fact.call or fact.run})
     if not runs:
         return len(facts)
     calls = await repo.calls_of(conn, schema, runs, [fact.call.logical_call_id
@@ -51,17 +52,17 @@ async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[De
     return len(facts)
 
 
-async def _derive_runs(conn: asyncpg.Connection, schema: str, run_ids: list[str],
+async def _derive_runs(conn: asyncpg.Connection, schema: str, runs: list[RunKey],
                        calls: Iterable[CallRow]) -> None:
     """From the calls as stored (as upserting returned them), so each run's hash is over
     exactly what a reader sees."""
-    of_run: dict[str, list[CallRow]] = defaultdict(list)
+    of_run: dict[RunKey, list[CallRow]] = defaultdict(list)
     for call in calls:
-        of_run[call.run_id].append(call)
-    facts = await repo.run_facts(conn, schema, run_ids)
+        of_run[RunKey.of(call)].append(call)
+    facts = await repo.run_facts(conn, schema, runs)
     derived = []
-    for run_id in run_ids:
-        run = derive_run(run_id, of_run[run_id], facts.get(run_id, []))
+    for key in runs:
+        run = derive_run(key.run_id, of_run[key], facts.get(key, []))
         if run is not None:
-            derived.append((run, run_hash(run, of_run[run_id]), REDUCER_VERSION))
+            derived.append((run, run_hash(run, of_run[key]), REDUCER_VERSION))
     await repo.upsert_runs(conn, schema, derived)

@@ -25,6 +25,7 @@ from services.projection.reducer import REDUCER_VERSION, CallRow, RunRow
 from shared.db.migrations import load
 from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
+from shared.runs import RunKey
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 BATCH = 500
@@ -34,13 +35,12 @@ BATCH = 500
 class Snapshot:
     """Runs with their calls, and the hash and reducer version stored on each run's row."""
 
-    runs: dict[str, RunRow]
-    calls: dict[str, list[CallRow]]
-    stored: dict[str, tuple[str, str]]
+    runs: dict[RunKey, RunRow]
+    calls: dict[RunKey, list[CallRow]]
+    stored: dict[RunKey, tuple[str, str]]
 
-    def hashes(self) -> dict[str, str]:
-        return {run_id: run_hash(run, self.calls.get(run_id, []))
-                for run_id, run in self.runs.items()}
+    def hashes(self) -> dict[RunKey, str]:
+        return {key: run_hash(run, self.calls.get(key, [])) for key, run in self.runs.items()}
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,13 @@ async def snapshot(conn: asyncpg.Connection, schema: str,
                    run_ids: Sequence[str] | None) -> Snapshot:
     stored = await repo.stored_runs(conn, schema, run_ids)
     calls = await repo.calls_of_runs(conn, schema, list(stored))
-    return Snapshot(runs={run_id: run for run_id, (run, _, _) in stored.items()}, calls=dict(calls),
-                    stored={run_id: (digest, version) for run_id, (_, digest, version)
+    return Snapshot(runs={key: run for key, (run, _, _) in stored.items()}, calls=dict(calls),
+                    stored={key: (digest, version) for key, (_, digest, version)
                             in stored.items()})
 
 
 def first_difference(live: Snapshot, replayed: Snapshot) -> str | None:
-    """Runs in id order; within a run its row, then its calls in id order."""
+    """Runs in (tenant, id) order; within a run its row, then its calls in id order."""
     for run_id in sorted(live.runs.keys() | replayed.runs.keys()):
         mine, theirs = live.runs.get(run_id), replayed.runs.get(run_id)
         if mine is None or theirs is None:

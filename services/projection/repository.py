@@ -19,6 +19,7 @@ from shared.contracts.dispatch import RUN_ABORTED
 from shared.contracts.intake import PROPOSAL_REJECTED
 from shared.db.identifiers import checked_identifier
 from shared.messaging.envelope import Envelope
+from shared.runs import RunKey, run_name_sql
 
 SCHEMA = "projection"
 RUN_EVENTS = [RUN_ABORTED, PROPOSAL_REJECTED]
@@ -44,50 +45,55 @@ async def append(conn: asyncpg.Connection, schema: str, facts: list[Fact]) -> se
         f'WITH appended AS (INSERT INTO {_table(schema, "events")} ({names})'
         f" SELECT {names} FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS batch(item, n),"
         f' jsonb_populate_record(NULL::{_table(schema, "events")}, item) ORDER BY n'
-        " ON CONFLICT (event_id) DO NOTHING RETURNING event_id, run_id),"
+        " ON CONFLICT (event_id) DO NOTHING RETURNING event_id, tenant_id, run_id),"
         " locked AS (SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT"
-        " hashtextextended($2 || '/' || run_id, 0) AS k FROM appended ORDER BY 1) AS keys)"
+        f" hashtextextended({run_name_sql('$2::text', 'tenant_id', 'run_id')}, 0) AS k"
+        " FROM appended ORDER BY 1) AS keys)"
         " SELECT event_id FROM appended, locked", _json(rows), schema)
     return {row["event_id"] for row in inserted}
 
 
-async def calls_of(conn: asyncpg.Connection, schema: str, run_ids: Collection[str],
+_OF_RUNS = "(tenant_id, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+"""Rows of the runs given as two arrays, ``_pairs(runs)``."""
+
+
+async def calls_of(conn: asyncpg.Connection, schema: str, runs: Collection[RunKey],
                    call_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, CallRow]:
     """Every call of these runs, and these calls wherever they are (a call claimed by another
     run must be found to be refused)."""
     rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
-                            " WHERE run_id = ANY($1::text[]) OR logical_call_id = ANY($2::uuid[])",
-                            list(run_ids), list(call_ids))
+                            f" WHERE {_OF_RUNS} OR logical_call_id = ANY($3::uuid[])",
+                            *_pairs(runs), list(call_ids))
     return {row["logical_call_id"]: call_row(row) for row in rows}
 
 
 async def calls_of_runs(conn: asyncpg.Connection, schema: str,
-                        run_ids: Collection[str]) -> dict[str, list[CallRow]]:
-    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
-                            " WHERE run_id = ANY($1::text[])", list(run_ids))
-    found: dict[str, list[CallRow]] = defaultdict(list)
+                        runs: Collection[RunKey]) -> dict[RunKey, list[CallRow]]:
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")} WHERE {_OF_RUNS}',
+                            *_pairs(runs))
+    found: dict[RunKey, list[CallRow]] = defaultdict(list)
     for row in rows:
-        found[row["run_id"]].append(call_row(row))
+        found[RunKey.of(row)].append(call_row(row))
     return found
 
 
 async def run_facts(conn: asyncpg.Connection, schema: str,
-                    run_ids: Collection[str]) -> dict[str, list[RunFact]]:
+                    runs: Collection[RunKey]) -> dict[RunKey, list[RunFact]]:
     """Aborts and refused proposals, read back from the history with the same reader."""
     rows = await conn.fetch(f'SELECT topic, envelope FROM {_table(schema, "events")}'
-                            " WHERE run_id = ANY($1::text[]) AND event_type = ANY($2::text[])",
-                            list(run_ids), RUN_EVENTS)
-    found: dict[str, list[RunFact]] = defaultdict(list)
+                            f" WHERE {_OF_RUNS} AND event_type = ANY($3::text[])",
+                            *_pairs(runs), RUN_EVENTS)
+    found: dict[RunKey, list[RunFact]] = defaultdict(list)
     for row in rows:
-        fact = read(Delivery(row["topic"], Envelope.model_validate_json(row["envelope"]))).run
-        found[fact.run_id].append(fact)
+        fact = read(Delivery(row["topic"], Envelope.model_validate_json(row["envelope"])))
+        found[fact.run_key].append(fact.run)
     return found
 
 
 async def upsert_calls(conn: asyncpg.Connection, schema: str,
                        calls: Iterable[CallRow]) -> dict[uuid.UUID, CallRow]:
     """Returns the rows as stored: what a reader (and the hash) sees, in PostgreSQL's types."""
-    rows = await _upsert(conn, schema, "calls", "logical_call_id", CALL_COLUMNS,
+    rows = await _upsert(conn, schema, "calls", ("logical_call_id",), CALL_COLUMNS,
                          [columns(call) for call in calls])
     return {row["logical_call_id"]: call_row(row) for row in rows}
 
@@ -95,19 +101,20 @@ async def upsert_calls(conn: asyncpg.Connection, schema: str,
 async def upsert_runs(conn: asyncpg.Connection, schema: str,
                       runs: Iterable[tuple[RunRow, str, str]]) -> None:
     """Each run with its projection hash and the reducer version that computed it."""
-    await _upsert(conn, schema, "runs", "run_id",
+    await _upsert(conn, schema, "runs", ("tenant_id", "run_id"),
                   (*RUN_COLUMNS, "projection_hash", "reducer_version"),
                   [columns(run) | {"projection_hash": digest, "reducer_version": version}
                    for run, digest, version in runs])
 
 
 async def stored_runs(conn: asyncpg.Connection, schema: str, run_ids: Collection[str] | None
-                      ) -> dict[str, tuple[RunRow, str, str]]:
-    """Runs with their stored hash and reducer version; every run when ``run_ids`` is None."""
+                      ) -> dict[RunKey, tuple[RunRow, str, str]]:
+    """Runs with their stored hash and reducer version: every tenant's runs of these ids, or
+    every run when ``run_ids`` is None."""
     rows = await conn.fetch(f'SELECT * FROM {_table(schema, "runs")}'
                             " WHERE $1::text[] IS NULL OR run_id = ANY($1::text[])",
                             None if run_ids is None else list(run_ids))
-    return {row["run_id"]: (RunRow(**{name: row[name] for name in RUN_COLUMNS}),
+    return {RunKey.of(row): (RunRow(**{name: row[name] for name in RUN_COLUMNS}),
                             row["projection_hash"], row["reducer_version"]) for row in rows}
 
 
@@ -118,16 +125,20 @@ def call_row(row: asyncpg.Record) -> CallRow:
     return CallRow(**values)
 
 
-async def _upsert(conn: asyncpg.Connection, schema: str, table: str, key: str,
+async def _upsert(conn: asyncpg.Connection, schema: str, table: str, key: tuple[str, ...],
                   names: tuple[str, ...], rows: list[dict]) -> list[asyncpg.Record]:
     if not rows:
         return []
     listed = ", ".join(names)
-    updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name != key)
+    updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name not in key)
     return await conn.fetch(
         f"INSERT INTO {_table(schema, table)} ({listed}) SELECT {listed}"
         f" FROM jsonb_populate_recordset(NULL::{_table(schema, table)}, $1::jsonb)"
-        f" ON CONFLICT ({key}) DO UPDATE SET {updates} RETURNING *", _json(rows))
+        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates} RETURNING *", _json(rows))
+
+
+def _pairs(runs: Collection[RunKey]) -> tuple[list[str], list[str]]:
+    return [run.tenant_id for run in runs], [run.run_id for run in runs]
 
 
 def _table(schema: str, table: str) -> str:

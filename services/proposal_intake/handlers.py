@@ -16,11 +16,16 @@ A message refused whole is answered on the topic of the tenant its body names, w
 that wrote it reads (``reply_tenant``), even when the body lies about it: the answer carries only
 what the sender itself sent (its run id, its call ids, its claims) and why it was refused, so
 the tenant named learns nothing of anyone else, and the liar cannot read the answer unless it
-may read that tenant's topic anyway. A refused signature is answered with its reason code
-only: the verifier's detail names the key's principal, which may be another tenant's
-(it is logged for operators). A body naming no valid tenant id is answered on the topic of the
-tenant a verified signature names; with neither it is dead-lettered, as is a record too broken
-to answer (not UTF-8, not JSON, no readable run id): PermanentError.
+may read that tenant's topic anyway. Its refusal enters the ledger's history only under a
+tenant the sender proved (``recorded_under``): the one its verified signature names, or, for
+an unsigned record, the tenant its body names when that tenant accepts unsigned proposals.
+Otherwise nothing is written to ``ledger.intake``: a claim is no tenant, and an event put
+under a tenant it did not prove would land in that tenant's run of the same id. A refused
+signature is answered with its reason code only: the verifier's detail names the key's
+principal, which may be another tenant's (it is logged for operators). A body naming no
+valid tenant id is answered on the topic of the tenant a verified signature names; with
+neither it is dead-lettered, as is a record too broken to answer (not UTF-8, not JSON, no
+readable run id): PermanentError.
 """
 
 from __future__ import annotations
@@ -37,17 +42,18 @@ from services.proposal_intake import rates, repository
 from shared.contracts.proposals import ReasonCode, ToolCallProposal, proposal_record_id
 from services.proposal_intake.domain import intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
-from services.proposal_intake.limits import LimitViolation, ReplyAddress, check, reply_address
+from services.proposal_intake.limits import LimitViolation, check, reply_address
+from services.proposal_intake.refusals import recorded_under, reply_tenant
 from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.settings import IntakeSettings, TenantLimits
 from shared.contracts.intake import IntakeReason
-from shared.contracts.tenants import is_tenant_id
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError, is_retryable
 from shared.identity.delegation import Proposer, proposer_of
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.signatures import (HEADER, PROPOSAL as SIGNED_PROPOSAL, IdentityReason,
                                         SignatureRefused, SignedBy, verify)
+from shared.runs import RunKey
 from shared.tools import Rejection, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -99,26 +105,26 @@ class Intake:
         except SignatureRefused as refused:
             log.info("intake: record %s refused %s: %s", raw.event_id, refused.code,
                      refused.message)
-            _refuse_message(outcomes, None, _readable(raw.value, self._settings), refused.code,
-                            f"the record's signature was refused: {refused.code}", (),
-                            identified=False)
+            self._refuse_message(outcomes, None, _readable(raw.value, self._settings),
+                                 refused.code, f"the record's signature was refused: {refused.code}",
+                                 (), identified=False)
             return
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:
-            _refuse_message(outcomes, signed, violation.document, violation.code,
-                            violation.message, ())
+            self._refuse_message(outcomes, signed, violation.document, violation.code,
+                                 violation.message, ())
             return
         try:
             proposals = to_proposals(document, self._settings.limits)
         except ProposalRejection as rejection:
-            _refuse_message(outcomes, signed, document, rejection.code, rejection.message,
-                            rejection.call_ids)
+            self._refuse_message(outcomes, signed, document, rejection.code, rejection.message,
+                                 rejection.call_ids)
             return
         if (refusal := self._identity_refusal(signed, proposer, proposals)) is not None:
-            _refuse_message(outcomes, signed, document, *refusal,
-                            tuple(proposal.provider_call_id for proposal in proposals),
-                            identified=False)
+            self._refuse_message(outcomes, signed, document, *refusal,
+                                 tuple(proposal.provider_call_id for proposal in proposals),
+                                 identified=False)
             return
         if proposals and (throttled := await rates.spend(
                 uow.connection, proposals[0].tenant_id, proposals[0].principal_id,
@@ -184,7 +190,7 @@ class Intake:
                       proposer: Proposer | None) -> None:
         if await _answered_by_existing(conn, outcomes, proposal, named):
             return
-        run = await repository.run_for_update(conn, proposal.run_id)
+        run = await repository.run_for_update(conn, RunKey.of(proposal))
         limits = self._run_limits(proposal)
         cost = named.tool.cost_of(named.canonical.value)
         if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
@@ -203,6 +209,23 @@ class Intake:
             # (keys are tenant-wide, runs are locked one by one). Otherwise it is the call id.
             outcomes.rejected(proposal, IntakeReason.PROVIDER_CALL_ID_REUSED,
                               "this provider call id already names another intent in this run", named)
+
+    def _refuse_message(self, outcomes: Outcomes, signed: SignedBy | None, document, code: str,
+                        message: str, call_ids: tuple[str, ...], *,
+                        identified: bool = True) -> None:
+        """A message is refused whole, so every call it carries is answered, not only the ones
+        the reason names (a call left unanswered would leave its agent waiting for ever)."""
+        address = reply_address(document) if document is not None else None
+        if address is None:
+            raise PermanentError(f"unanswerable proposal ({code}): {message}")
+        tenant = reply_tenant(signed, address)
+        if tenant is None:
+            raise PermanentError(f"unanswerable proposal ({code}): {message}; and no valid tenant "
+                                 f"id to answer to ({ReasonCode.INVALID_TENANT_ID})")
+        recorded = (recorded_under(signed, address, self._settings.unsigned_tenants)
+                    if identified else None)
+        outcomes.rejected_message(tenant, address.run_id, address.call_ids or call_ids, code,
+                                  message, recorded_under=recorded)
 
     def _run_limits(self, proposal: ToolCallProposal) -> repository.RunLimits:
         """The limits a run starts with (``run_limits``), under its tenant's ceilings."""
@@ -253,30 +276,6 @@ def _readable(value: bytes, settings: IntakeSettings):
         return violation.document
 
 
-def _refuse_message(outcomes: Outcomes, signed: SignedBy | None, document, code: str,
-                    message: str, call_ids: tuple[str, ...], *, identified: bool = True) -> None:
-    """A message is refused whole, so every call it carries is answered, not only the ones
-    the reason names (a call left unanswered would leave its agent waiting for ever)."""
-    address = reply_address(document) if document is not None else None
-    if address is None:
-        raise PermanentError(f"unanswerable proposal ({code}): {message}")
-    tenant = reply_tenant(signed, address)
-    if tenant is None:
-        raise PermanentError(f"unanswerable proposal ({code}): {message}; and no valid tenant "
-                             f"id to answer to ({ReasonCode.INVALID_TENANT_ID})")
-    outcomes.rejected_message(tenant, address.run_id, address.call_ids or call_ids, code,
-                              message, identified=identified)
-
-
-def reply_tenant(signed: SignedBy | None, address: ReplyAddress) -> str | None:
-    """Whose results topic a refused message is answered on: the tenant its body names (its
-    agent reads there), else the one a verified signature names; None, to dead-letter it,
-    when neither is a valid tenant id (it would name no topic)."""
-    if address.tenant_id is not None:
-        return address.tenant_id
-    return signed.tenant_id if signed is not None and is_tenant_id(signed.tenant_id) else None
-
-
 async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:
     """Same key + same canonical arguments → the existing intent; other arguments → refused."""
     existing = await repository.call_by_operation_key(conn, named.operation_key)
@@ -292,9 +291,9 @@ async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProp
 
 def _run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
                  cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
-    """Checked against the run when it exists, else against the limits it would start with."""
-    if run is not None and run["tenant_id"] != proposal.tenant_id:
-        return IntakeReason.RUN_TENANT_MISMATCH, "this run belongs to another tenant"
+    """Checked against the run when it exists, else against the limits it would start with.
+    The run is the proposal's tenant's own (``RunKey``): another tenant's run of the same id
+    is not looked at, so its existence is neither confirmed nor touched."""
     if run is not None and run["principal_id"] != proposal.principal_id:
         return IntakeReason.RUN_PRINCIPAL_MISMATCH, "this run belongs to another principal"
     deadline = run["deadline_at"] if run is not None else limits.deadline_at

@@ -49,18 +49,21 @@ class Outcomes:
         self._emit(PROPOSAL_REJECTED, proposal.tenant_id, proposal.run_id, payload, payload)
 
     def rejected_message(self, tenant_id: str, run_id: str, call_ids: tuple[str, ...] | list[str],
-                         code: str, message: str, *, identified: bool = True) -> None:
+                         code: str, message: str, *, recorded_under: str | None) -> None:
         """A whole message refused before its calls could be read: one answer per call id, on
-        ``tenant_id``'s results topic (which tenant that is: ``handlers.py``). A sender that
-        could not be ``identified`` is answered (its agent learns why, by the record's
-        ``proposal_id``) but writes nothing into the ledger: whoever it is, it puts no event
-        into the history of the run its body names."""
+        ``tenant_id``'s results topic (which tenant that is: ``handlers.py``). The ledger is
+        told only under ``recorded_under``, the tenant the sender proved to be, and the event
+        carries it: the refusal counts in that tenant's run of this id and no one else's. With
+        None, the agent learns why (by the record's ``proposal_id``) but nothing enters the
+        history: whoever the sender is, it puts no event into anyone's run."""
         for call_id in list(call_ids) or [None]:
-            payload = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
-                                      proposal_id=self._proposal_id, reason_code=str(code),
-                                      message=message).model_dump(mode="json")
-            self._emit(PROPOSAL_REJECTED, tenant_id, run_id, payload,
-                       payload if identified else None)
+            answer = ProposalOutcome(outcome="rejected", run_id=run_id, call_id=call_id,
+                                     proposal_id=self._proposal_id, reason_code=str(code),
+                                     message=message)
+            recorded = (None if recorded_under is None else
+                        answer.model_copy(update={"tenant_id": recorded_under}).model_dump(mode="json"))
+            self._emit(PROPOSAL_REJECTED, tenant_id, run_id, answer.model_dump(mode="json"),
+                       recorded)
 
     def throttled(self, proposals: tuple[ToolCallProposal, ...], message: str,
                   retry_after_s: float | None) -> None:

@@ -9,6 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from shared.contracts.intake import Intent
+from shared.runs import RunKey
 
 SCHEMA = "proposal_intake"
 
@@ -22,9 +23,10 @@ class RunLimits:
     currency: str | None
 
 
-async def run_for_update(conn: asyncpg.Connection, run_id: str) -> asyncpg.Record | None:
+async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> asyncpg.Record | None:
     """Lock the run so its calls are taken one at a time (budgets count correctly)."""
-    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE run_id = $1 FOR UPDATE", run_id)
+    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE tenant_id = $1 AND run_id = $2"
+                               " FOR UPDATE", run.tenant_id, run.run_id)
 
 
 async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> asyncpg.Record:
@@ -33,10 +35,10 @@ async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> a
     await conn.execute(
         f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_calls, "
         "max_attempts, cost_limit_minor, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-        "ON CONFLICT (run_id) DO NOTHING",
+        "ON CONFLICT (tenant_id, run_id) DO NOTHING",
         proposal.run_id, proposal.tenant_id, proposal.principal_id, limits.deadline_at,
         limits.max_calls, limits.max_attempts, limits.cost_limit_minor, limits.currency)
-    return await run_for_update(conn, proposal.run_id)
+    return await run_for_update(conn, RunKey.of(proposal))
 
 
 async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
@@ -46,7 +48,7 @@ async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.R
 
 
 async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: int) -> bool:
-    """False when the operation key or (run, provider call id) is already taken."""
+    """False when the operation key or (tenant, run, provider call id) is already taken."""
     inserted = await conn.fetchval(
         f"INSERT INTO {SCHEMA}.logical_calls (logical_call_id, operation_key, run_id, provider, "
         "provider_call_id, tool_name, tool_version, arguments_hash, canonical_arguments, "
@@ -58,6 +60,6 @@ async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: in
         json.dumps(intent.canonical_arguments), intent.principal_id, intent.tenant_id)
     if inserted:
         await conn.execute(f"UPDATE {SCHEMA}.runs SET call_count = call_count + 1, "
-                           "cost_spent_minor = cost_spent_minor + $2 WHERE run_id = $1",
-                           intent.run_id, cost_minor)
+                           "cost_spent_minor = cost_spent_minor + $3 WHERE tenant_id = $1 AND run_id = $2",
+                           intent.tenant_id, intent.run_id, cost_minor)
     return inserted is not None

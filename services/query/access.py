@@ -38,6 +38,15 @@ class Access:
 OPERATOR_ACCESS = Access(tenant=None)
 
 
+def run_tenant(access: Access, asked: str | None) -> str | None:
+    """The tenant whose run of an id the caller means (shared/runs.py): a tenant caller's own,
+    from its credential; an operator's ``?tenant=``. None: the caller named none (an operator)
+    or one it cannot see (a tenant naming another): answered 400 and 404 by the API."""
+    if access.operator:
+        return asked or None
+    return access.tenant if asked in (None, access.tenant) else None
+
+
 def access_for(key: str | None, api_keys: Mapping[str, str]) -> Access | None:
     """The access an API key grants, or None; every key is compared in constant time."""
     if not key:

@@ -23,6 +23,7 @@ from services.query.models import TimelineEvent
 from services.query.tables import age, render
 from services.query.settings import QuerySettings
 from shared.config import Settings
+from shared.runs import RunKey
 from shared.terminal import printable
 from shared.db.pool import open_pool
 from shared.tools import Rejection, load_registry
@@ -39,16 +40,18 @@ async def runs_list(settings: Settings, filters: RunFilters, as_json: bool) -> i
     return 0
 
 
-async def runs_show(settings: Settings, run_id: str, as_json: bool) -> int:
+async def runs_show(settings: Settings, run: RunKey, as_json: bool) -> int:
     """The run, its calls and its whole timeline: who, under which policy, which worker and
-    fence, which attempt, which receipt (docs/design.md §5 invariant 11)."""
+    fence, which attempt, which receipt (docs/design.md §5 invariant 11). A run is named by
+    its tenant and id: two tenants may each have a run of one id."""
     async with _operator(settings) as conn:
-        detail = await reads.get_run(conn, run_id)
+        detail = await reads.get_run(conn, run)
         if detail is not None and detail.more_calls:
-            detail.calls.extend(await _remaining_calls(conn, run_id, detail.more_calls))
-        events = await _whole_timeline(conn, run_id)
+            detail.calls.extend(await _remaining_calls(conn, run, detail.more_calls))
+        events = await _whole_timeline(conn, run)
     if detail is None and not events:
-        print(f"intentledger: run {printable(run_id)} not found", file=sys.stderr)
+        print(f"intentledger: run {printable(run.run_id)} of tenant {printable(run.tenant_id)} "
+              "not found", file=sys.stderr)
         return 1
     contracts = _contracts(detail.calls if detail else [])
     if as_json:
@@ -141,11 +144,11 @@ async def _operator(settings: Settings) -> AsyncIterator[asyncpg.Connection]:
         await pool.close()
 
 
-async def _whole_timeline(conn: asyncpg.Connection, run_id: str) -> list[TimelineEvent]:
+async def _whole_timeline(conn: asyncpg.Connection, run: RunKey) -> list[TimelineEvent]:
     events: list[TimelineEvent] = []
     after = None
     while True:
-        page = await reads.timeline(conn, run_id, TimelineFilters(limit=MAX_PAGE, after=after))
+        page = await reads.timeline(conn, run, TimelineFilters(limit=MAX_PAGE, after=after))
         if page is None:
             return events
         events += page.items
@@ -153,12 +156,13 @@ async def _whole_timeline(conn: asyncpg.Connection, run_id: str) -> list[Timelin
             return events
 
 
-async def _remaining_calls(conn: asyncpg.Connection, run_id: str, after: str) -> list[Any]:
+async def _remaining_calls(conn: asyncpg.Connection, run: RunKey, after: str) -> list[Any]:
     """The calls after the first page of a run's detail: an operator reads them all."""
     calls: list[Any] = []
     cursor: str | None = after
     while cursor:
-        page = await reads.list_calls(conn, CallFilters(run=run_id, after=cursor, limit=MAX_PAGE))
+        page = await reads.list_calls(conn, CallFilters(tenant=run.tenant_id, run=run.run_id,
+                                                        after=cursor, limit=MAX_PAGE))
         calls += page.items
         cursor = page.next
     return calls

@@ -13,9 +13,10 @@ from pydantic import BaseModel
 from services.query import health, reads
 from services.query.dead_letters import list_dead_letters
 from services.query.filters import (CallFilters, CountFilters, DeadLetterFilters, RunFilters,
-                                    TimelineFilters)
+                                    RunScope, TimelineFilters)
 from services.query.models import (Call, Compensation, Counts, DeadLetter, HealthReport, Page, Run,
                                    RunDetail, TimelineEvent, UnknownCall)
+from shared.runs import RunKey
 
 Read = Callable[..., Awaitable[BaseModel | None]]
 
@@ -32,6 +33,9 @@ class Endpoint:
     filters: type[BaseModel] | None = None
     path_parameters: dict[str, type] = field(default_factory=dict)
     operator_only: bool = False
+    run_scoped: bool = False
+    """The path names a run by id: its tenant comes from ``?tenant=`` or the caller's key and
+    is passed to ``read`` as ``tenant`` (``access.run_tenant``)."""
 
 
 def _no_filters(read: Callable[..., Awaitable[Any]]) -> Read:
@@ -41,13 +45,16 @@ def _no_filters(read: Callable[..., Awaitable[Any]]) -> Read:
 ENDPOINTS = (
     Endpoint("/v1/runs", "listRuns", "Runs, ordered by run id.", Page[Run],
              reads.list_runs, RunFilters),
-    Endpoint("/v1/runs/{run_id}", "getRun", "One run and its calls.", RunDetail,
-             _no_filters(reads.get_run), path_parameters={"run_id": str}),
+    Endpoint("/v1/runs/{run_id}", "getRun", "One tenant's run of this id, and its calls.",
+             RunDetail, lambda conn, _filters, run_id, tenant: reads.get_run(
+                 conn, RunKey(tenant, run_id)),
+             RunScope, path_parameters={"run_id": str}, run_scoped=True),
     Endpoint("/v1/runs/{run_id}/timeline", "getRunTimeline",
-             "A run's events in history order, with the audit fields of every effect "
+             "One tenant's run's events in history order, with the audit fields of every effect "
              "(principal, tenant, policy version, worker, fence, attempt, receipt, trace).",
-             Page[TimelineEvent], lambda conn, filters, run_id: reads.timeline(conn, run_id, filters),
-             TimelineFilters, path_parameters={"run_id": str}),
+             Page[TimelineEvent], lambda conn, filters, run_id, tenant: reads.timeline(
+                 conn, RunKey(tenant, run_id), filters),
+             TimelineFilters, path_parameters={"run_id": str}, run_scoped=True),
     Endpoint("/v1/calls", "listCalls", "Logical calls, oldest first (UUIDv7 order).", Page[Call],
              reads.list_calls, CallFilters),
     Endpoint("/v1/calls/{logical_call_id}", "getCall", "One intent.", Call,

@@ -15,5 +15,10 @@ def not_found(what: str) -> QueryError:
     return QueryError(404, "not_found", f"{what} not found (or not visible to this key)")
 
 
+def tenant_required() -> QueryError:
+    return QueryError(400, "tenant_required", "an operator names a run by tenant and run id: "
+                      "add `?tenant=<tenant id>` (run ids are per tenant)")
+
+
 def invalid_cursor() -> QueryError:
     return QueryError(400, "invalid_cursor", "`after` is not a cursor from this listing")

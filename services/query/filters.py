@@ -42,9 +42,24 @@ class CallFilters(RunFilters):
     state: list[str] = Field(default=[], description="Call state; repeat for several.")
 
 
+RUN_TENANT = Field(default=None, description=(
+    "The run's tenant: run ids are chosen by each tenant's agents, so a run is named by tenant "
+    "and id. Required with an operator key (400 `tenant_required` without it); a tenant key "
+    "names its own tenant, and any other answers 404."))
+
+
+class RunScope(BaseModel):
+    """Which tenant's run of the id in the path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str | None = RUN_TENANT
+
+
 class TimelineFilters(TimeRange):
     """Time bounds apply to ``occurred_at``."""
 
+    tenant: str | None = RUN_TENANT
     event_type: list[str] = Field(default=[], description="Event type; repeat for several.")
 
 

@@ -19,9 +19,9 @@ from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
 
 from services.query.console.web import CONSOLE, PREFIX as CONSOLE_PREFIX, Console, add_console, secured
-from services.query.access import Access, access_for, scoped
+from services.query.access import Access, access_for, run_tenant, scoped
 from services.query.endpoints import ENDPOINTS, Endpoint
-from services.query.errors import QueryError, invalid_cursor, not_found
+from services.query.errors import QueryError, invalid_cursor, not_found, tenant_required
 from services.query.openapi import document
 from services.query.settings import QuerySettings
 
@@ -94,9 +94,16 @@ async def answer(endpoint: Endpoint, request: web.Request) -> web.Response:
     filters = _filters(endpoint, request) if endpoint.filters else None
     path = {name: _valid(kind, request.match_info[name], name)
             for name, kind in endpoint.path_parameters.items()}
+    scope = {}
+    if endpoint.run_scoped:
+        if access.operator and not filters.tenant:
+            raise tenant_required()
+        if (tenant := run_tenant(access, filters.tenant)) is None:
+            raise not_found(" ".join(f"{name} {value}" for name, value in path.items()))
+        scope["tenant"] = tenant
     app = request.app
     async with scoped(app[POOL], access, statement_timeout_ms=app[SETTINGS].statement_timeout_ms) as conn:
-        found = await endpoint.read(conn, filters, **path)
+        found = await endpoint.read(conn, filters, **path, **scope)
     if found is None:
         raise not_found(" ".join(f"{name} {value}" for name, value in path.items()))
     return web.json_response(text=found.model_dump_json())

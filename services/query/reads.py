@@ -13,6 +13,7 @@ from services.query.filters import CallFilters, RunFilters, TimelineFilters
 from services.query.models import (Call, Compensation, Page, Run, RunDetail, TimelineEvent,
                                    UnknownCall)
 from services.query.paging import Keyset, Select
+from shared.runs import RunKey
 
 UNKNOWN_STATES = ("UNKNOWN", "RECONCILING")
 COMPENSATION_STATES = ("COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED")
@@ -25,7 +26,8 @@ EVENT_COLUMNS = ("position, event_id, event_type, topic, run_id, tenant_id, logi
                  "principal_id, policy_version, worker_id, fence, attempt, receipt_id, trace_id, "
                  "occurred_at, recorded_at, envelope -> 'payload' AS payload")
 
-RUNS = Keyset("runs", (("run_id", "text"),))
+RUNS = Keyset("runs", (("run_id", "text"), ("tenant_id", "text")))
+"""Two tenants may each have a run of one id: the tenant breaks the tie."""
 CALLS = Keyset("calls", (("logical_call_id", "uuid"),))  # UUIDv7: creation order
 TIMELINE = Keyset("timeline", (("position", "bigint"),))
 RUN_CALLS_SHOWN = 100
@@ -36,37 +38,36 @@ async def list_runs(conn: asyncpg.Connection, filters: RunFilters) -> Page[Run]:
     select = _common(filters, "updated_at")
     select.where_optional("status = ANY({}::text[])", filters.state)
     select.where_optional("EXISTS (SELECT 1 FROM projection.calls c WHERE c.run_id = runs.run_id "
-                          "AND c.tool_name = {})", filters.tool)
+                          "AND c.tenant_id = runs.tenant_id AND c.tool_name = {})", filters.tool)
     rows = await _page(conn, "projection.runs", RUN_COLUMNS, select, RUNS, filters.after, filters.limit)
     return Page[Run](items=[Run(**row) for row in rows[:filters.limit]],
                      next=RUNS.next_cursor(rows, filters.limit))
 
 
-async def get_run(conn: asyncpg.Connection, run_id: str) -> RunDetail | None:
+async def get_run(conn: asyncpg.Connection, run: RunKey) -> RunDetail | None:
     """The run and its first ``RUN_CALLS_SHOWN`` calls: a run may hold thousands, and one
-    answer must stay small; ``more_calls`` continues through ``/v1/calls?run=``."""
-    row = await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM projection.runs WHERE run_id = $1", run_id)
+    answer must stay small; ``more_calls`` continues through ``/v1/calls?tenant=&run=``."""
+    row = await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM projection.runs"
+                              " WHERE tenant_id = $1 AND run_id = $2", run.tenant_id, run.run_id)
     if row is None:
         return None
-    select = Select()
-    select.where("run_id = {}", run_id)
+    select = _of_run(run)
     calls = await _page(conn, "projection.calls", CALL_COLUMNS, select, CALLS, None,
                         RUN_CALLS_SHOWN)
     return RunDetail(run=Run(**row), calls=[_call(Call, call) for call in calls[:RUN_CALLS_SHOWN]],
                      more_calls=CALLS.next_cursor(calls, RUN_CALLS_SHOWN))
 
 
-async def timeline(conn: asyncpg.Connection, run_id: str,
+async def timeline(conn: asyncpg.Connection, run: RunKey,
                    filters: TimelineFilters) -> Page[TimelineEvent] | None:
     """The run's events in history order; None when the caller sees neither run nor events."""
-    select = Select()
-    select.where("run_id = {}", run_id)
+    select = _of_run(run)
     select.where_optional("occurred_at >= {}", filters.since)
     select.where_optional("occurred_at < {}", filters.until)
     select.where_optional("event_type = ANY({}::text[])", filters.event_type)
     rows = await _page(conn, "projection.events", EVENT_COLUMNS, select, TIMELINE, filters.after,
                        filters.limit)
-    if not rows and filters.after is None and not await _run_visible(conn, run_id):
+    if not rows and filters.after is None and not await _run_visible(conn, run):
         return None
     items = [TimelineEvent(**{**row, "payload": json.loads(row["payload"] or "{}")})
              for row in rows[:filters.limit]]
@@ -140,8 +141,16 @@ async def _page(conn: asyncpg.Connection, table: str, columns: str, select: Sele
                             f"LIMIT {limit_param}", *select.args)
 
 
-async def _run_visible(conn: asyncpg.Connection, run_id: str) -> bool:
-    return await conn.fetchval("SELECT EXISTS (SELECT 1 FROM projection.runs WHERE run_id = $1)", run_id)
+def _of_run(run: RunKey) -> Select:
+    select = Select()
+    select.where("tenant_id = {}", run.tenant_id)
+    select.where("run_id = {}", run.run_id)
+    return select
+
+
+async def _run_visible(conn: asyncpg.Connection, run: RunKey) -> bool:
+    return await conn.fetchval("SELECT EXISTS (SELECT 1 FROM projection.runs"
+                               " WHERE tenant_id = $1 AND run_id = $2)", run.tenant_id, run.run_id)
 
 
 def _call(model: type[Call], row: asyncpg.Record) -> Call:

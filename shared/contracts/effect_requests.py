@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from shared.contracts.authorizations import Capability
+from shared.contracts.tenants import TenantId
 from shared.topology import EFFECT_RECEIPTS
 
 EFFECT_REQUESTED = "EffectRequested"
@@ -57,6 +58,9 @@ class EffectRequested(_Contract):
     attempt: int = Field(ge=1, le=MAX_ATTEMPT)
     fence: int = Field(ge=0, le=MAX_FENCE,
                        description="The dispatcher's lease generation for this run.")
+    tenant_id: TenantId = Field(description=(
+        "The run's tenant. A run is named by tenant and run id (the envelope's): a fence is "
+        "remembered per pair, since two tenants may each have a run of one id."))
     logical_call_id: uuid.UUID
     deadline_at: AwareDatetime = Field(description="Do not apply after this instant: the caller "
                                                    "has stopped waiting and will reconcile.")
@@ -72,6 +76,7 @@ class EffectLookupRequested(_Contract):
     attempt: int = Field(ge=1, le=MAX_ATTEMPT,
                          description="The dispatcher counts a lookup as an attempt.")
     fence: int = Field(ge=0, le=MAX_FENCE)
+    tenant_id: TenantId = Field(description="The run's tenant, as in EffectRequested.")
     logical_call_id: uuid.UUID
     reply_topic: str = Field(default=EFFECT_RECEIPTS, min_length=1, max_length=249)
 

@@ -248,7 +248,10 @@ Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Appro
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
               "business_effects", "events", "result", "receipts", "settled",
               "compensation_state", "compensation_effects", "deadline_slack_s", "logical_call_id")
-RUN_FACTS = ("run_status", "stop_reason", "projection_hash", "run_events")
+RUN_FACTS = ("run_status", "stop_reason", "projection_hash", "run_events", "rejected_proposals",
+             "run_calls", "run_cost_spent_minor", "run_attempts_used")
+"""Of one tenant's run (runs are named by tenant and run id): the projection's row and history,
+the intake's budget spent (calls, cost) and the dispatcher's (attempts)."""
 FAULT_FACTS = ("fault_hits",)
 SCENARIO_FACTS = ("calls", "dead_letters", "stale_writes", "retry_amplification",
                   "projection_replay_agrees", "unsettled", "wallet_balance_minor",
@@ -266,6 +269,9 @@ class Assertion(_Strict):
     fact: Literal[CALL_FACTS + RUN_FACTS + FAULT_FACTS + SCENARIO_FACTS]  # type: ignore[valid-type]
     call: Name | None = None
     run: Name | None = None
+    tenant: str | None = Field(default=None, description=(
+        "For run facts: whose run of that name. Runs are named by tenant and run id, so "
+        "proposals of two tenants naming one run are two runs; required then."))
     fault: Name | None = Field(default=None, description="For fault_hits: an inject fault's id.")
     wallet: str | None = Field(default=None, description="For wallet_balance_minor.")
     sku: str | None = Field(default=None, description="For stock_available.")
@@ -336,12 +342,19 @@ class FaultProtocol(_Strict):
         fault_ids = [f.id for f in self.faults]
         if len(set(fault_ids)) != len(fault_ids):
             raise ValueError("fault ids must be unique")
-        runs = {p.run for p in self.proposals}
+        runs: dict[str, set[str]] = {}
+        for proposal in self.proposals:
+            runs.setdefault(proposal.run, set()).add(proposal.tenant)
         for item in self.assertions:
             if item.call and item.call not in names:
                 raise ValueError(f"assertion names an undeclared call {item.call!r}")
             if item.run and item.run not in runs:
                 raise ValueError(f"assertion names an undeclared run {item.run!r}")
+            if item.run and item.tenant is None and len(runs[item.run]) > 1:
+                raise ValueError(f"run {item.run!r} is proposed in by tenants "
+                                 f"{sorted(runs[item.run])}: say whose (tenant)")
+            if item.run and item.tenant is not None and item.tenant not in runs[item.run]:
+                raise ValueError(f"no proposal of tenant {item.tenant!r} names run {item.run!r}")
             for fault_id in filter(None, (item.at, item.fault)):
                 if fault_id not in fault_ids:
                     raise ValueError(f"assertion names unknown fault {fault_id!r}")

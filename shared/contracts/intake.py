@@ -27,7 +27,6 @@ class IntakeReason(StrEnum):
 
     OPERATION_KEY_CONFLICT = "operation_key_conflict"
     PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
-    RUN_TENANT_MISMATCH = "run_tenant_mismatch"
     RUN_DEADLINE_PASSED = "run_deadline_passed"
     RUN_PRINCIPAL_MISMATCH = "run_principal_mismatch"
     RUN_CALL_BUDGET_EXHAUSTED = "run_call_budget_exhausted"

@@ -107,7 +107,6 @@ _INTAKE_REASON = {
     "operation_key_conflict": "the operation key already names an intent with other canonical "
                               "arguments",
     "provider_call_id_reused": "the provider call id already names another intent in this run",
-    "run_tenant_mismatch": "the run belongs to another tenant",
     "run_deadline_passed": "the run's deadline has passed",
     "run_principal_mismatch": "the run belongs to another principal",
     "run_call_budget_exhausted": "the run already has its maximum number of intents",

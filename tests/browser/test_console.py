@@ -97,7 +97,7 @@ async def test_an_operator_finds_the_stuck_run_reads_its_timeline_and_resolves_i
                                                                 timeout=60_000)
         await expect(page.locator(".verdict")).to_contain_text("SUCCEEDED")
 
-        await page.goto(f"{api.url}/console/#/runs/{run_id}")
+        await page.goto(f"{api.url}/console/#/runs/acme/{run_id}")
         await expect(page.locator("#run-status")).to_have_text("completed", timeout=90_000)
         resolved = call.locator("tr[data-event='ToolOutcomeResolved']")
         await expect(resolved).to_contain_text("operator:dana")
@@ -126,7 +126,7 @@ async def test_tool_output_with_markup_is_shown_as_inert_text(pool, endpoints, p
                      payload={"state": "MANUAL_REVIEW", "detail": hostile})
     async with query_api(endpoints, {}, console=OPERATOR) as api:
         await sign_in(page, api.url)
-        await page.goto(f"{api.url}/console/#/runs/{run.run_id}")
+        await page.goto(f"{api.url}/console/#/runs/{run.tenant}/{run.run_id}")
         section = page.locator(f"section[data-call='{call}']")
         await expect(section.locator("pre.result")).to_contain_text(hostile)
         await expect(section.locator("tr[data-event='ManualReviewRequired']")).to_contain_text(hostile)

@@ -35,7 +35,7 @@ def forged(key: str, arguments: dict, reply_topic: str, capability) -> Envelope:
     """An effect request as a holder of the dispatcher's database role can write it."""
     payload = EffectRequested(
         operation_key=key, tool_name="wallet.debit", tool_version="1",
-        canonical_arguments=arguments, attempt=1, fence=1,
+        canonical_arguments=arguments, attempt=1, fence=1, tenant_id="acme",
         logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key),
         deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic=reply_topic,
         capability=capability)

@@ -68,7 +68,7 @@ async def test_a_refund_forged_into_the_outbox_is_refused_by_the_wallet(stage, p
             operation_key=key, tool_name="wallet.refund", tool_version="1",
             canonical_arguments={"wallet_id": wallet_id, "debit_id": json.loads(debit_id)["debit_id"],
                                  "amount": 4000, "currency": "EUR"},
-            attempt=1, fence=1, logical_call_id=uuid.uuid4(),
+            attempt=1, fence=1, tenant_id="acme", logical_call_id=uuid.uuid4(),
             deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic=replies,
             capability=None)
         await forge(pool, stage.wallet_topic, Envelope.new(

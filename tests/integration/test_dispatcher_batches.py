@@ -18,6 +18,7 @@ from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.steps import StepReport
 from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
+from shared.runs import RunKey
 from tests.support.dispatch import debit_intent, dispatcher_stage
 
 pytestmark = pytest.mark.infra
@@ -41,9 +42,10 @@ async def rolled_back(pool):
             await transaction.rollback()
 
 
-async def _due_calls(conn, run_id: str, count: int) -> list:
-    intents = [debit_intent("w-batch", run_id=run_id) for _ in range(count)]
-    await repo.insert_run(conn, run_id, "acme", "agent-7", intents[0].deadline_at, 10)
+async def _due_calls(conn, run_id: str, count: int, tenant: str = "acme") -> list:
+    intents = [debit_intent("w-batch", run_id=run_id).model_copy(update={"tenant_id": tenant})
+               for _ in range(count)]
+    await repo.insert_run(conn, RunKey(tenant, run_id), "agent-7", intents[0].deadline_at, 10)
     for intent in intents:
         await repo.insert_call(conn, intent=intent.model_dump(mode="json"), capability=None,
                                policy_version="v1", deadline_at=intent.deadline_at)
@@ -61,10 +63,11 @@ async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
 
 
 async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(stage, pool):
-    mine, theirs = f"run-mine-{stage.folder.name}", f"run-theirs-{stage.folder.name}"
+    mine = RunKey("acme", f"run-mine-{stage.folder.name}")
+    theirs = RunKey("acme", f"run-theirs-{stage.folder.name}")
     async with rolled_back(pool) as conn:
-        await _due_calls(conn, mine, 1)
-        await _due_calls(conn, theirs, 1)
+        await _due_calls(conn, mine.run_id, 1)
+        await _due_calls(conn, theirs.run_id, 1)
         now = await conn.fetchval("SELECT clock_timestamp()")
         first = await leases.hold(conn, [theirs], "worker-b", 10.0, now)
         held = await leases.hold(conn, [mine, theirs], "worker-a", 10.0, now)
@@ -79,15 +82,31 @@ async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(s
 async def test_a_lease_locked_by_another_batch_is_skipped_not_waited_for(stage, pool):
     """Waiting would hold this batch's own locks meanwhile: the dispatcher's loops would queue
     behind each other (measured: most of a busy dispatcher's statement time)."""
-    locked, free = f"run-locked-{stage.folder.name}", f"run-free-{stage.folder.name}"
+    locked = RunKey("acme", f"run-locked-{stage.folder.name}")
+    free = RunKey("acme", f"run-free-{stage.folder.name}")
     async with pool.acquire() as conn:
-        await _due_calls(conn, locked, 1)
-        await _due_calls(conn, free, 1)
+        await _due_calls(conn, locked.run_id, 1)
+        await _due_calls(conn, free.run_id, 1)
     async with rolled_back(pool) as first, rolled_back(pool) as second:
         now = await first.fetchval("SELECT clock_timestamp()")
         assert set(await leases.hold(first, [locked], "worker-a", 10.0, now)) == {locked}
         held = await asyncio.wait_for(leases.hold(second, [free, locked], "worker-a", 10.0, now), 5)
     assert set(held) == {free}
+
+
+async def test_two_tenants_runs_of_one_id_have_a_lease_and_a_lock_each(stage, pool):
+    """Runs are named by tenant and run id: acme's run being stepped (its lease held, its lock
+    taken) neither skips globex's run of that id nor shares its fence."""
+    run_id = f"run-shared-{stage.folder.name}"
+    acme, globex = RunKey("acme", run_id), RunKey("globex", run_id)
+    async with pool.acquire() as conn:
+        await _due_calls(conn, run_id, 1)
+        await _due_calls(conn, run_id, 1, tenant="globex")
+    async with rolled_back(pool) as first, rolled_back(pool) as second:
+        now = await first.fetchval("SELECT clock_timestamp()")
+        assert set(await leases.hold(first, [acme], "worker-a", 10.0, now)) == {acme}
+        held = await asyncio.wait_for(leases.hold(second, [globex], "worker-b", 10.0, now), 5)
+    assert set(held) == {globex} and held[globex].fence == 1
 
 
 async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):

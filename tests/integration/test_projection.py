@@ -76,7 +76,7 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
     stored = {run_id: digest for run_id, (digest, _) in projected.stored.items()}
     assert stored == projected.hashes()
     for story, name in zip(stories, STORIES, strict=False):
-        assert projected.runs[story.run_id].status == expected_status([name]), name
+        assert projected.runs[story.key].status == expected_status([name]), name
     assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
     waited = Counter(payload["logical_call_id"] for payload in await announcements(
         pool, topics.results_topic(), run_ids, TOOL_CALL_AWAITING_APPROVAL))
@@ -98,7 +98,7 @@ async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
                    receipt_id="r-9", result={"debit_id": "d-9", "balance_minor": 2000})
         await publish(endpoints.kafka_bootstrap, topics, story.events[before:][::-1])
         assert await applied(pool, story.events)
-    call = next(c for c in (await live(pool, [story.run_id])).calls[story.run_id]
+    call = next(c for c in (await live(pool, [story.run_id])).calls[story.key]
                 if str(c.logical_call_id) == stuck.id)
     assert (call.state, call.attempts, call.fence, call.receipt_id) == ("SUCCEEDED", 2, 2, "r-9")
     assert call.unknown_since is not None  # the evidence that it once was unknown stays
@@ -192,9 +192,9 @@ async def test_a_replay_of_a_thousand_mixed_runs_equals_the_live_projection(
     reference = await clean(pool, shuffled, run_ids)
     assert first_difference(projected, reference) is None
     for story, stories in runs:
-        assert projected.runs[story.run_id].status == expected_status(stories), stories
+        assert projected.runs[story.key].status == expected_status(stories), stories
     unknown = [s for s, names in runs if "unknown" in names]
-    assert unknown and all(projected.runs[s.run_id].status != "completed" for s in unknown)
+    assert unknown and all(projected.runs[s.key].status != "completed" for s in unknown)
     print(f"\n{len(every)} events of 1000 runs projected in {projected_in:.1f} s")
 
 
@@ -222,5 +222,5 @@ async def test_replay_verify_passes_then_names_a_row_changed_by_hand(pool, endpo
         await pool.execute("UPDATE projection.calls SET state = 'COMPENSATED'"
                            " WHERE logical_call_id = $1", changed)
     assert differs.returncode == 1
-    assert f"MISMATCH: call {changed} of run {story.run_id}" in differs.stdout
+    assert f"MISMATCH: call {changed} of run {story.key}" in differs.stdout
     assert '"state": "FAILED"' in differs.stdout and '"state": "COMPENSATED"' in differs.stdout

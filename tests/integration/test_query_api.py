@@ -147,16 +147,17 @@ async def test_a_tenant_key_never_sees_another_tenants_rows(pool, api):
     run = await seed_run(pool, TENANT_A)
     call = await seed_call(pool, run, state="UNKNOWN", unknown_for=10)
     await seed_event(pool, run, "ToolAttemptStarted", call=call, attempt=1)
-    await seed_event(pool, run, "ToolOutcomeMarkedUnknown", call=call, with_tenant=False)
+    await seed_event(pool, run, "ToolOutcomeMarkedUnknown", call=call)
     for filters in ({}, {"tenant": TENANT_A}):
         for path in ("/v1/runs", "/v1/calls", "/v1/unknown"):
             _, body = await api.get(path, KEY_B, **filters)
             assert all(item["tenant_id"] == TENANT_B for item in body["items"]), path
-    assert (await api.get(f"/v1/runs/{run.run_id}", KEY_B))[0] == 404
-    assert (await api.get(f"/v1/runs/{run.run_id}/timeline", KEY_B))[0] == 404
+    for asked in ({}, {"tenant": TENANT_A}):  # naming A's tenant gets B no further
+        assert (await api.get(f"/v1/runs/{run.run_id}", KEY_B, **asked))[0] == 404
+        assert (await api.get(f"/v1/runs/{run.run_id}/timeline", KEY_B, **asked))[0] == 404
     assert (await api.get(f"/v1/calls/{call}", KEY_B))[0] == 404
     _, own = await api.get(f"/v1/runs/{run.run_id}/timeline", KEY_A)
-    assert len(own["items"]) == 2  # the tenant-less event belongs to its run's tenant
+    assert len(own["items"]) == 2
     _, everyone = await api.get("/v1/calls", OPERATOR, run=run.run_id)
     assert [c["logical_call_id"] for c in everyone["items"]] == [str(call)]
 

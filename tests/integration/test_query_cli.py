@@ -68,7 +68,7 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
     for event_type, attempt in (("DispatchIntentRecorded", None), ("ToolAttemptStarted", 1),
                                 ("ToolOutcomeMarkedUnknown", 1), ("ToolEffectReconciled", 2)):
         await seed_event(pool, run, event_type, call=call, attempt=attempt)
-    code, out, _ = await cli("runs", "show", run.run_id, "--json")
+    code, out, _ = await cli("runs", "show", run.run_id, "--tenant", run.tenant, "--json")
     shown = json.loads(out)
     assert code == 0 and shown["run"]["principal_id"] == "agent-42"
     assert [c["logical_call_id"] for c in shown["calls"]] == [str(call)]
@@ -80,7 +80,7 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
             reconciled["worker_id"], reconciled["fence"], reconciled["attempt"],
             reconciled["receipt_id"]) == ("ToolEffectReconciled", "agent-42", "policy-v7",
                                           "worker-a", 2, 2, f"rcpt-{call}")
-    code, out, _ = await cli("runs", "show", run.run_id)
+    code, out, _ = await cli("runs", "show", run.run_id, "--tenant", run.tenant)
     timeline = out.split("\ntimeline\n")[1]
     assert code == 0 and "\ncalls\n" in out and columns_align(timeline)
     assert [line.split()[2] for line in timeline.splitlines()[1:]] == [
@@ -90,12 +90,12 @@ async def test_runs_show_answers_who_under_which_policy_worker_fence_attempt_and
 async def test_runs_show_prints_every_call_of_a_run_larger_than_one_page(pool, cli):
     run = await seed_run(pool, unique("acme"))
     calls = [str(await seed_call(pool, run)) for _ in range(130)]
-    code, out, _ = await cli("runs", "show", run.run_id, "--json")
+    code, out, _ = await cli("runs", "show", run.run_id, "--tenant", run.tenant, "--json")
     assert code == 0 and [c["logical_call_id"] for c in json.loads(out)["calls"]] == calls
 
 
 async def test_runs_show_of_a_run_that_does_not_exist_fails(cli):
-    code, _, err = await cli("runs", "show", unique("run"))
+    code, _, err = await cli("runs", "show", unique("run"), "--tenant", "acme")
     assert code == 1 and "not found" in err
 
 
@@ -165,3 +165,16 @@ async def _dead_letter_through_the_wallet(pool, endpoints, topic: str, value: by
     finally:
         stopping.set()
         await wallet
+
+
+async def test_runs_show_names_a_run_by_its_tenant_and_id(pool, cli, capsys):
+    """Two tenants may each have a run of one id: the operator says whose."""
+    run = await seed_run(pool, unique("acme"))
+    await seed_run(pool, unique("globex"), run_id=run.run_id, principal="someone-else")
+    code, out, _ = await cli("runs", "show", run.run_id, "--tenant", run.tenant, "--json")
+    assert code == 0
+    assert (json.loads(out)["run"]["tenant_id"], json.loads(out)["run"]["principal_id"]) == (
+        run.tenant, run.principal)
+    with pytest.raises(SystemExit) as refused:  # argparse: the option is required
+        await cli("runs", "show", run.run_id)
+    assert refused.value.code == 2 and "--tenant" in capsys.readouterr().err

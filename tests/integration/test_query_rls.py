@@ -22,12 +22,12 @@ async def migrated(pool):
 
 @pytest.fixture
 async def two_tenants(pool, migrated):
-    """Tenant A's run with a call and two events (one without a tenant of its own); tenant B's run."""
+    """Tenant A's run with a call and two events; tenant B's run, likewise."""
     a, b = await seed_run(pool, unique("acme")), await seed_run(pool, unique("globex"))
     for run in (a, b):
         call = await seed_call(pool, run, state="UNKNOWN", unknown_for=5)
         await seed_event(pool, run, "ToolAttemptStarted", call=call, attempt=1)
-        await seed_event(pool, run, "ToolOutcomeMarkedUnknown", call=call, with_tenant=False)
+        await seed_event(pool, run, "ToolOutcomeMarkedUnknown", call=call)
     return a, b
 
 
@@ -47,7 +47,24 @@ async def test_a_tenant_sees_only_its_own_runs_calls_and_events_in_sql(pool, two
         for table in ("projection.runs", "projection.calls"):
             assert await conn.fetchval(f"SELECT count(DISTINCT tenant_id) FROM {table}") == 1
         assert await conn.fetchval("SELECT count(*) FROM projection.events WHERE run_id = $1",
-                                   a.run_id) == 2  # the tenant-less event too
+                                   a.run_id) == 2
+
+
+async def test_another_tenants_events_under_the_same_run_id_are_not_in_a_tenants_timeline(
+        pool, two_tenants):
+    """The attack the tenant-less clause allowed: events written into the history under a
+    victim's run id. Another tenant's run of that id is a run of its own, shown to it only."""
+    a, b = two_tenants
+    squatter = await seed_run(pool, b.tenant, run_id=a.run_id)
+    planted = await seed_event(pool, squatter, "RunAborted", payload={"reason": "planted"})
+    async with scoped(pool, Access(a.tenant)) as conn:
+        seen = {row["event_id"] for row in await conn.fetch(
+            "SELECT event_id FROM projection.events WHERE run_id = $1", a.run_id)}
+        assert seen == set(a.events)
+        assert planted not in seen
+    async with scoped(pool, Access(b.tenant)) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM projection.events WHERE run_id = $1",
+                                   a.run_id) == 1
 
 
 async def test_an_unset_or_unmatched_tenant_sees_nothing(pool, two_tenants):

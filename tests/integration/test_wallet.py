@@ -65,7 +65,7 @@ def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.de
         capability = capability_for(key, tool, arguments, call_id)
     payload = EffectRequested(
         operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=attempt, fence=fence, logical_call_id=call_id,
+        attempt=attempt, fence=fence, tenant_id="acme", logical_call_id=call_id,
         deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic,
         capability=capability)
     return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}", producer="dispatcher",
@@ -73,9 +73,9 @@ def request(run: WalletRun, key: str, arguments: dict, *, tool: str = "wallet.de
 
 
 def lookup(run: WalletRun, key: str, *, attempt: int = 2, run_id: str | None = None,
-           fence: int = 1) -> Envelope:
+           fence: int = 1, tenant: str = "acme") -> Envelope:
     payload = EffectLookupRequested(
-        operation_key=key, tool_name="wallet.debit", attempt=attempt, fence=fence,
+        operation_key=key, tool_name="wallet.debit", attempt=attempt, fence=fence, tenant_id=tenant,
         logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), reply_topic=run.reply_topic)
     return Envelope.new(event_type=EFFECT_LOOKUP_REQUESTED, run_id=run_id or f"run-{key}",
                         producer="dispatcher", payload=payload.model_dump(mode="json"))
@@ -240,6 +240,20 @@ async def test_a_request_below_the_runs_fence_is_stale_and_changes_nothing(pool,
     assert stale["operation_key"] == late and stale["receipt_id"] is None
     assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
     assert not await key_settled(pool, late)
+
+
+async def test_another_tenants_run_of_the_same_id_has_a_fence_of_its_own(pool, endpoints):
+    """Runs are named by tenant and run id: globex's run having reached fence 5 makes no
+    request of acme's run of that id stale."""
+    wallet, key = await new_wallet(pool), new_key()
+    shared = f"run-{key}"
+    async with running_wallet(endpoints) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic,
+                   lookup(run, new_key(), run_id=shared, fence=5, tenant="globex"),
+                   request(run, key, debit(wallet), run_id=shared, fence=1))
+        _, applied = await receipts(endpoints.kafka_bootstrap, run, 2)
+    assert applied["status"] == "applied"
+    assert await debits(pool, wallet) == 1
 
 
 async def test_a_lookup_raises_the_fence_so_the_old_owners_request_cannot_land(pool, endpoints):

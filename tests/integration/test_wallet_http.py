@@ -74,7 +74,7 @@ async def healthy(url: str, task: asyncio.Task | None = None) -> bool:
 
 
 def call_headers(key: str, *, fence: int = 1, attempt: int = 1, deadline_in: float = 60.0) -> dict:
-    return {"Idempotency-Key": key, "Intentledger-Run-Id": f"run-{key}",
+    return {"Idempotency-Key": key, "Intentledger-Run-Id": f"run-{key}", "Intentledger-Tenant": "acme",
             "Intentledger-Fence": str(fence), "Intentledger-Attempt": str(attempt),
             "Intentledger-Logical-Call-Id": str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
             "Intentledger-Deadline": (datetime.now(UTC) + timedelta(seconds=deadline_in)).isoformat()}

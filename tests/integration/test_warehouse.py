@@ -66,7 +66,7 @@ def request(run: WarehouseRun, key: str, arguments: dict, *, tool: str = "invent
     call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
     payload = EffectRequested(
         operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=attempt, fence=fence, logical_call_id=call_id,
+        attempt=attempt, fence=fence, tenant_id="acme", logical_call_id=call_id,
         deadline_at=datetime.now(UTC) + deadline_in, reply_topic=run.reply_topic,
         capability=capability_for(key, tool, arguments, call_id) if signed else None)
     return Envelope.new(event_type=EFFECT_REQUESTED, run_id=run_id or f"run-{key}",
@@ -77,7 +77,7 @@ def lookup_request(run: WarehouseRun, key: str, *, attempt: int = 2, fence: int 
                    run_id: str | None = None) -> Envelope:
     payload = EffectLookupRequested(
         operation_key=key, tool_name="inventory.reserve", attempt=attempt, fence=fence,
-        logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), reply_topic=run.reply_topic)
+        tenant_id="acme", logical_call_id=uuid.uuid5(uuid.NAMESPACE_URL, key), reply_topic=run.reply_topic)
     return Envelope.new(event_type=EFFECT_LOOKUP_REQUESTED, run_id=run_id or f"run-{key}",
                         producer="dispatcher", payload=payload.model_dump(mode="json"))
 

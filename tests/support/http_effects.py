@@ -34,7 +34,7 @@ def order(tool: ToolSpec, key: str, arguments: dict | None = None, *,
     """A send carries the policy's capability for exactly this request."""
     call_id, arguments = uuid.uuid5(uuid.NAMESPACE_URL, key), arguments or {}
     capability = capability_for(key, tool.name, arguments, call_id, tool_version=tool.version)
-    return Order(kind=kind, tool=tool, run_id=run_id or f"run-{key}",
+    return Order(kind=kind, tool=tool, run_id=run_id or f"run-{key}", tenant_id="acme",
                  logical_call_id=call_id, operation_key=key,
                  canonical_arguments=arguments, attempt=attempt, fence=fence,
                  deadline_at=datetime.now(UTC) + timedelta(seconds=seconds),

@@ -30,9 +30,10 @@ def names() -> tuple[str, str]:
 
 
 def debit(run_id: str, principal: str, wallet_id: str, amount: str, *, call_id: str,
-          key: str, tool: str = "wallet.debit", arguments: dict | None = None) -> dict:
+          key: str, tool: str = "wallet.debit", arguments: dict | None = None,
+          tenant: str = "acme") -> dict:
     """A generic-format proposal, as any agent can publish it without our SDK."""
-    return {"format": "generic", "run_id": run_id, "principal_id": principal, "tenant_id": "acme",
+    return {"format": "generic", "run_id": run_id, "principal_id": principal, "tenant_id": tenant,
             "tool": tool, "tool_version": "1", "call_id": call_id,
             "operation_key": f"{run_id}:{key}",  # caller-stated keys are tenant-wide
             "arguments": arguments or {"wallet_id": wallet_id, "amount": amount, "currency": "EUR"}}
@@ -71,13 +72,14 @@ async def approve(stage: Stage, intent: dict, approver: str, **changes) -> Envel
     return envelope
 
 
-async def answer(pool, stage: Stage, run_id: str, call_id: str) -> dict:
-    """The intake's answer to one proposed call, as its outbox recorded it for the agent."""
+async def answer(pool, stage: Stage, run_id: str, call_id: str, *, tenant: str = "acme") -> dict:
+    """The intake's answer to one proposed call, as its outbox recorded it for the agent (on
+    its tenant's results topic)."""
     async def found():
         return await pool.fetchval(
             "SELECT envelope FROM proposal_intake.outbox WHERE topic = $1"
             " AND envelope->'payload'->>'run_id' = $2 AND envelope->'payload'->>'call_id' = $3",
-            stage.results_topic(), run_id, call_id)
+            stage.results_topic(tenant), run_id, call_id)
     envelope = await wait_for(found, timeout=60)
     assert envelope is not None, f"the intake never answered {call_id} of {run_id}"
     return json.loads(envelope)

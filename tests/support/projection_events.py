@@ -22,6 +22,7 @@ from shared.contracts.effects import EFFECT_COMMITTED
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope
+from shared.runs import RunKey
 
 ROLES = ("intake", "authorizations", "dispatch", "effects")
 POLICY_VERSION = "1e96901de4f359c0"
@@ -56,6 +57,10 @@ class RunStory:
     principal_id: str = "agent-7"
     events: list[Published] = field(default_factory=list)
     _at: datetime = field(default_factory=lambda: datetime(2026, 3, 14, 9, tzinfo=UTC))
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.tenant_id, self.run_id)
 
     # -- the stories ------------------------------------------------------------------------
 

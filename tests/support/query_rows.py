@@ -72,17 +72,18 @@ async def seed_call(pool: asyncpg.Pool, run: SeededRun, *, state: str = "SUCCEED
         call_id, run.run_id, run.tenant, run.principal, f"key-{call_id}", tool, state, attempts,
         f"rcpt-{call_id}", json.dumps(result or {"balance_minor": 6000}), compensates,
         None if unknown_for is None else now - timedelta(seconds=unknown_for), updated_at or now)
-    await pool.execute("UPDATE projection.runs SET calls = calls + 1 WHERE run_id = $1", run.run_id)
+    await pool.execute("UPDATE projection.runs SET calls = calls + 1 WHERE tenant_id = $1 AND run_id = $2",
+                       run.tenant, run.run_id)
     run.calls.append(call_id)
     return call_id
 
 
 async def seed_event(pool: asyncpg.Pool, run: SeededRun, event_type: str, *,
                      call: uuid.UUID | None = None, attempt: int | None = None,
-                     with_tenant: bool = True, occurred_at: datetime | None = None,
+                     occurred_at: datetime | None = None,
                      payload: dict | None = None) -> uuid.UUID:
-    """One history event with every audit field filled (tenant left NULL when asked);
-    ``payload`` adds fields to the event's payload."""
+    """One history event with every audit field filled; ``payload`` adds fields to the
+    event's payload."""
     event_id = new_event_id()
     envelope = {"event_id": str(event_id), "event_type": event_type, "run_id": run.run_id,
                 "payload": {"logical_call_id": str(call) if call else None, "attempt": attempt,
@@ -92,7 +93,7 @@ async def seed_event(pool: asyncpg.Pool, run: SeededRun, event_type: str, *,
         "logical_call_id, principal_id, policy_version, worker_id, fence, attempt, receipt_id, "
         "trace_id, occurred_at, envelope) VALUES ($1, 'ledger.dispatch', $2, $3, $4, $5, $6, "
         "'policy-v7', 'worker-a', 2, $7, $8, $9, $10, $11)",
-        event_id, event_type, run.run_id, run.tenant if with_tenant else None, call, run.principal,
+        event_id, event_type, run.run_id, run.tenant, call, run.principal,
         attempt, f"rcpt-{call}" if call else None, f"trace-{event_id.hex[:16]}",
         occurred_at or datetime.now(UTC), json.dumps(envelope))
     run.events.append(event_id)

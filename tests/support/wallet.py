@@ -12,8 +12,8 @@ def new_key() -> str:
     return f"op-{uuid.uuid4().hex[:12]}"
 
 
-async def new_wallet(pool, balance_minor: int = 10_000) -> str:
-    wallet_id = f"tenant/acme/w-{uuid.uuid4().hex[:10]}"
+async def new_wallet(pool, balance_minor: int = 10_000, tenant: str = "acme") -> str:
+    wallet_id = f"tenant/{tenant}/w-{uuid.uuid4().hex[:10]}"
     assert await open_wallet(pool, wallet_id, "EUR", balance_minor)
     return wallet_id
 

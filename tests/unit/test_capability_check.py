@@ -34,7 +34,8 @@ def capability(key: OKPKey = CURRENT, *, expires_in: float = 60, **claims):
 def request(**fields) -> EffectRequested:
     return EffectRequested.model_validate({
         "operation_key": "acme:k-1", "tool_name": "wallet.debit", "tool_version": "1",
-        "canonical_arguments": ARGUMENTS, "attempt": 1, "fence": 1, "logical_call_id": CALL,
+        "canonical_arguments": ARGUMENTS, "attempt": 1, "fence": 1, "tenant_id": "acme",
+        "logical_call_id": CALL,
         "deadline_at": NOW + timedelta(minutes=1), "capability": capability()} | fields)
 
 

@@ -150,7 +150,8 @@ def test_what_the_intake_emits_validates_on_both_topics():
     with pytest.raises(Rejection) as rejection:
         name_intent(refused, registry)
     outcomes.rejected(refused, rejection.value.code, rejection.value.message)
-    outcomes.rejected_message("acme", "run-1", (), "too_deep", "nesting deeper than 32")
+    outcomes.rejected_message("acme", "run-1", (), "too_deep", "nesting deeper than 32",
+                              recorded_under="acme")
     assert len(outbox.events) == 8
     assert {topic for topic, _ in outbox.events} == {"agent.results.acme", topics.LEDGER_INTAKE}
     for topic, event in outbox.events:

@@ -53,7 +53,8 @@ def test_the_request_hash_ignores_key_order_and_sees_every_value():
 
 def test_an_effect_request_defaults_its_reply_topic_and_refuses_attempt_zero():
     fields = dict(operation_key="k", tool_name="wallet.debit", tool_version="1",
-                  canonical_arguments={}, attempt=1, fence=0, logical_call_id=uuid.uuid4(),
+                  canonical_arguments={}, attempt=1, fence=0, tenant_id="acme",
+                  logical_call_id=uuid.uuid4(),
                   deadline_at=datetime.now(UTC))
     assert EffectRequested(**fields).reply_topic == "effects.receipts"
     for wrong in ({"attempt": 0}, {"fence": -1}, {"tool_name": ""},

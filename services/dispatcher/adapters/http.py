@@ -198,7 +198,8 @@ def _url(order: Order) -> URL:
 def _headers(order: Order) -> dict[str, str]:
     headers = {"Cache-Control": "no-store",  # an answer about a key is never a cached one
                **({"traceparent": traceparent} if (traceparent := current_traceparent()) else {}),
-               "Intentledger-Run-Id": order.run_id, "Intentledger-Fence": str(order.fence),
+               "Intentledger-Run-Id": order.run_id, "Intentledger-Tenant": order.tenant_id,
+               "Intentledger-Fence": str(order.fence),
                "Intentledger-Attempt": str(order.attempt),
                "Intentledger-Logical-Call-Id": str(order.logical_call_id)}
     if order.kind == "send":

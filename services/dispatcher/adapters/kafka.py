@@ -28,14 +28,16 @@ def request(uow: UnitOfWork, order: Order, reply_topic: str) -> None:
         payload = EffectRequested(
             operation_key=order.operation_key, tool_name=order.tool.name,
             tool_version=order.tool.version, canonical_arguments=order.canonical_arguments,
-            attempt=order.attempt, fence=order.fence, logical_call_id=order.logical_call_id,
-            deadline_at=order.deadline_at, reply_topic=reply_topic,
+            attempt=order.attempt, fence=order.fence, tenant_id=order.tenant_id,
+            logical_call_id=order.logical_call_id, deadline_at=order.deadline_at,
+            reply_topic=reply_topic,
             capability=order.capability)
     else:
         event_type = EFFECT_LOOKUP_REQUESTED
         payload = EffectLookupRequested(
             operation_key=order.operation_key, tool_name=order.tool.name, attempt=order.attempt,
-            fence=order.fence, logical_call_id=order.logical_call_id, reply_topic=reply_topic)
+            fence=order.fence, tenant_id=order.tenant_id, logical_call_id=order.logical_call_id,
+            reply_topic=reply_topic)
     uow.emit(order.tool.topic, Envelope.new(event_type=event_type, run_id=order.run_id,
                                             producer=PRODUCER,
                                             payload=payload.model_dump(mode="json")))

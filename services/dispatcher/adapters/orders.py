@@ -35,6 +35,8 @@ class Order:
     kind: Literal["send", "lookup"]
     tool: ToolSpec
     run_id: str
+    tenant_id: str
+    """With the run id, the run the fence belongs to (a downstream remembers fences per pair)."""
     logical_call_id: uuid.UUID
     operation_key: str
     canonical_arguments: dict[str, Any]

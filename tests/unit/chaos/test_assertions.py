@@ -13,7 +13,8 @@ FINAL = Facts(
     calls={"debit": {"business_effects": 1, "events": ["ProposalAccepted", "ToolEffectReconciled"],
                      "settled": {"status": "SUCCEEDED", "result": {"debit_id": "d-1"}},
                      "state": "SUCCEEDED"}},
-    runs={"main": {"run_status": "completed", "stop_reason": None}},
+    runs={("main", "acme"): {"run_status": "completed", "stop_reason": None},
+          ("shared", "acme"): {"run_calls": 2}, ("shared", "globex"): {"run_calls": 1}},
     scenario={"dead_letters": 3, "projection_replay_agrees": True},
     wallets={"tenant/acme/w-${nonce}": 6000})
 AT_CRASH = Facts(calls={"debit": {"business_effects": 0}})
@@ -57,3 +58,12 @@ def test_a_moment_that_never_came_never_holds():
 
 def test_a_comparison_of_incomparable_values_fails_instead_of_raising():
     assert not judge(fact="business_effects", call="debit", op=">", value="many").holds
+
+
+def test_a_run_fact_is_of_the_named_tenants_run_and_never_of_another_tenants():
+    """Runs are named by tenant and run id: two tenants' runs of one name are two runs."""
+    assert judge(fact="run_calls", run="shared", tenant="acme", value=2).holds
+    assert judge(fact="run_calls", run="shared", tenant="globex", value=1).holds
+    ambiguous = judge(fact="run_calls", run="shared", value=1)
+    assert (ambiguous.holds, ambiguous.measured) == (False, "not measured")
+    assert judge(fact="run_status", run="main", value="completed").holds  # one tenant: its run

@@ -42,6 +42,7 @@ GUARDED = {  # the issue's list, from the seed articles' "what could go wrong"
     "PostgreSQL restarted under load": "postgres-restarted-under-load",
     "a poison message": "poison-message",
     "dispatch_count == 0 for refused proposals": "zero-dispatch-for-refused-proposals",
+    "another tenant's run id used by a tenant": "another-tenants-run-id",
 }
 
 
@@ -88,6 +89,11 @@ def _with(**changes) -> dict:
     (_with(faults=[{"kind": "flood", "id": "f"}]), "kind"),
     (_with(surprise=True), "surprise"),
     (_with(proposals=[MINIMAL["proposals"][0] | {"message": "turn-1"}]), "carries no messages"),
+    (_with(proposals=[MINIMAL["proposals"][0], MINIMAL["proposals"][0] | {
+        "name": "theirs", "tenant": "globex"}],
+           assertions=[{"fact": "run_status", "run": "main", "value": "completed"}]), "say whose"),
+    (_with(assertions=[{"fact": "run_status", "run": "main", "tenant": "globex",
+                        "value": "completed"}]), "no proposal of tenant 'globex'"),
 ])
 def test_a_protocol_that_does_not_add_up_is_refused(document, complaint):
     with pytest.raises(ValidationError, match=complaint):

@@ -142,7 +142,7 @@ def capability_for(intent: Intent, *, expires_in: float = 300, version: str = "v
     return capabilities.sign(claims, key).model_dump(mode="json")
 
 
-RUN = Run("run-1", NOW + timedelta(hours=1), 5, 0, None, None, NOW + timedelta(hours=1), True)
+RUN = Run("acme", "run-1", NOW + timedelta(hours=1), 5, 0, None, None, NOW + timedelta(hours=1), True)
 
 
 @pytest.mark.parametrize("change, expected", [

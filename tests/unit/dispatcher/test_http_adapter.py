@@ -82,6 +82,7 @@ async def test_a_send_posts_the_intent_under_its_key_and_an_applied_receipt_is_a
     [(method, path, headers, body)] = server.seen
     assert (method, path) == ("POST", "/api/effects")
     assert headers["Idempotency-Key"] == KEY and headers["Intentledger-Run-Id"] == sent.run_id
+    assert headers["Intentledger-Tenant"] == sent.tenant_id  # the fence is the pair's
     assert (headers["Intentledger-Fence"], headers["Intentledger-Attempt"]) == ("3", "2")
     assert headers["Intentledger-Logical-Call-Id"] == str(sent.logical_call_id)
     assert headers["Intentledger-Deadline"] == sent.deadline_at.isoformat()

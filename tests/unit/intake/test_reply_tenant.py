@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.proposal_intake.handlers import reply_tenant
+from services.proposal_intake.refusals import recorded_under, reply_tenant
 from services.proposal_intake.limits import ReplyAddress, reply_address
 from shared.identity.signatures import SignedBy
 
@@ -35,3 +35,18 @@ def test_a_body_naming_no_valid_tenant_is_answered_to_the_verified_signers(claim
 @pytest.mark.parametrize("signed", [None, signed_for("Globex"), signed_for("globex.eu")])
 def test_with_neither_there_is_no_topic_to_answer_on(signed):
     assert reply_tenant(signed, ReplyAddress("r", ())) is None
+
+
+# Whose history the refusal enters: only a tenant the sender proved. The body's claim is what
+# an attacker writes, and an event under the victim's tenant would land in the victim's run.
+
+def test_a_refusal_is_recorded_under_the_verified_signers_tenant_not_the_body_claim():
+    address = reply_address({"run_id": "r", "tenant_id": "acme"})
+    assert recorded_under(signed_for("globex"), address, frozenset()) == "globex"
+
+
+def test_an_unsigned_refusal_is_recorded_only_for_a_tenant_that_takes_unsigned_proposals():
+    address = reply_address({"run_id": "r", "tenant_id": "acme"})
+    assert recorded_under(None, address, frozenset({"acme"})) == "acme"
+    assert recorded_under(None, address, frozenset({"globex"})) is None
+    assert recorded_under(None, reply_address({"run_id": "r"}), frozenset({"acme"})) is None

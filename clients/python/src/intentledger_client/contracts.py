@@ -46,8 +46,11 @@ class ProposalOutcome(BaseModel):
         "Id of the agent's record on agent.proposals (shared.contracts.proposals."
         "proposal_record_id): tells apart answers to two sends that reuse a call id."))
     provider: str | None = None
-    tenant_id: str | None = Field(default=None, description="The proposal's tenant; null when "
-                                  "the message was refused before it could be read.")
+    tenant_id: str | None = Field(default=None, description=(
+        "The proposal's tenant. On ledger.intake, always set: a message refused before its calls "
+        "could be read carries the tenant its sender proved (its verified signature), and one "
+        "whose sender proved none is not recorded there at all. On agent.results.<tenant>, null "
+        "for such a message."))
     principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
     logical_call_id: uuid.UUID | None = None
     operation_key: str | None = None

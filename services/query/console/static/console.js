@@ -45,9 +45,12 @@ async function signOut() {
   show(true);
 }
 
+// `#/<view>/<part>/…`, each part encoded on its own, so a "/" inside an id never splits it:
+// `#/runs/<tenant>/<run>` (a run is named by its tenant and id: two tenants may share an id),
+// `#/unknown/<call>`.
 function route() {
   const [, view = "runs", ...rest] = location.hash.split("/");
-  return { view: view || "runs", argument: rest.length ? decodeURIComponent(rest.join("/")) : null };
+  return { view: view || "runs", argument: rest.map(decodeURIComponent) };
 }
 
 // Render the current view; `fresh` rebuilds its frame. A render that a newer one has replaced
@@ -69,7 +72,7 @@ function show(fresh) {
   for (const link of document.querySelectorAll("#nav a")) {
     link.classList.toggle("current", link.dataset.view === name);
   }
-  const render = { runs: argument ? timeline : runs, unknown: unknownQueue, health }[name] || runs;
+  const render = { runs: argument.length === 2 ? timeline : runs, unknown: unknownQueue, health }[name] || runs;
   const token = ++renderToken;
   const current = () => token === renderToken;
   render(view, argument, fresh, current, () => show(false))

@@ -2,6 +2,7 @@
 
 import { api, query } from "./api.js";
 import { ageCell, changed, el, frame, refreshAges, region, stateCell, table } from "./dom.js";
+import { runLink } from "./timeline.js";
 
 const RUN_STATES = ["running", "needs_attention", "completed", "aborted"];
 const AGES = [["", "any age"], ["300", "updated in 5 min"], ["3600", "in 1 h"], ["86400", "in 24 h"]];
@@ -77,7 +78,7 @@ function runsFrame(refresh) {
 
 function runRow(run) {
   return el("tr", { "data-run": run.run_id },
-    el("td", { class: "mono" }, el("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.run_id)),
+    el("td", { class: "mono" }, el("a", { href: runLink(run.tenant_id, run.run_id) }, run.run_id)),
     el("td", {}, run.tenant_id), el("td", {}, run.principal_id), el("td", {}, stateCell(run.status)),
     el("td", {}, run.calls), el("td", {}, run.stop_reason || ""), ageCell(run.updated_at));
 }

@@ -1,7 +1,7 @@
 // One run: every event in history order, grouped per intent, with the call's state
 // machine drawn. The tool's result is shown as untrusted text.
 
-import { allPages, api } from "./api.js";
+import { allPages, api, query } from "./api.js";
 import { changed, el, frame, region, short, stateCell, table } from "./dom.js";
 
 const MACHINE = [
@@ -17,27 +17,33 @@ const STATE_OF_EVENT = {
   AuthorizationAllowed: "AUTHORIZED", AuthorizationDenied: "DENIED",
 };
 
-export function runEvents(runId) {
-  return allPages(`/v1/runs/${encodeURIComponent(runId)}/timeline`, { limit: 1000 });
+// Where a run is shown: named by its tenant and id (run ids are per tenant).
+export function runLink(tenant, runId) {
+  return `#/runs/${encodeURIComponent(tenant)}/${encodeURIComponent(runId)}`;
 }
 
-// The run with all its calls: its detail shows the first page, /v1/calls?run= the rest.
-async function runDetail(runId) {
-  const detail = await api(`/v1/runs/${encodeURIComponent(runId)}`);
+export function runEvents(tenant, runId) {
+  return allPages(`/v1/runs/${encodeURIComponent(runId)}/timeline`, { tenant, limit: 1000 });
+}
+
+// The run with all its calls: its detail shows the first page, /v1/calls?tenant=&run= the rest.
+async function runDetail(tenant, runId) {
+  const detail = await api(`/v1/runs/${encodeURIComponent(runId)}${query({ tenant })}`);
   if (detail.more_calls) {
-    detail.calls.push(...await allPages("/v1/calls", { run: runId, limit: 1000 }, 20, detail.more_calls));
+    detail.calls.push(...await allPages("/v1/calls", { tenant, run: runId, limit: 1000 }, 20,
+      detail.more_calls));
   }
   return detail;
 }
 
-export async function timeline(view, runId, fresh, current) {
+export async function timeline(view, [tenant, runId], fresh, current) {
   frame(view, fresh, () => [
     el("p", {}, el("a", { href: "#/runs" }, "← runs")),
     el("h1", {}, "Run ", el("span", { class: "mono" }, runId)),
     el("div", { id: "run-summary" }),
     el("div", { id: "run-calls" }),
   ]);
-  const [detail, events] = await Promise.all([runDetail(runId), runEvents(runId)]);
+  const [detail, events] = await Promise.all([runDetail(tenant, runId), runEvents(tenant, runId)]);
   if (!current() || !changed("run-calls", [detail, events])) return;
   const run = detail.run;
   region("run-summary").replaceChildren(el("section", { class: "call" }, el("dl", {},

@@ -3,11 +3,11 @@
 
 import { allPages, api, post, session } from "./api.js";
 import { age, ageCell, changed, el, frame, refreshAges, region, short, stateCell, table } from "./dom.js";
-import { eventTable, runEvents } from "./timeline.js";
+import { eventTable, runEvents, runLink } from "./timeline.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export async function unknownQueue(view, callId, fresh, current) {
+export async function unknownQueue(view, [callId], fresh, current) {
   frame(view, fresh, () => [
     el("h1", {}, "UNKNOWN queue"),
     el("p", {}, "Calls whose outcome nobody knows yet (UNKNOWN, RECONCILING) and calls waiting for a person (MANUAL_REVIEW), oldest first."),
@@ -39,7 +39,7 @@ export async function unknownQueue(view, callId, fresh, current) {
 
 function queueRow(call) {
   return el("tr", { "data-call": call.logical_call_id },
-    el("td", { class: "mono" }, el("a", { href: `#/runs/${encodeURIComponent(call.run_id)}` }, call.run_id)),
+    el("td", { class: "mono" }, el("a", { href: runLink(call.tenant_id, call.run_id) }, call.run_id)),
     el("td", { class: "mono" }, short(call.logical_call_id)), el("td", {}, call.tenant_id),
     el("td", {}, call.tool_name || ""), el("td", {}, stateCell(call.state)),
     call.unknown_since ? ageCell(call.unknown_since) : el("td", {}, "-"),
@@ -49,7 +49,7 @@ function queueRow(call) {
 
 async function resolvePanel(callId) {
   const call = await api(`/v1/calls/${callId}`);
-  const events = (await runEvents(call.run_id)).filter((e) => e.logical_call_id === callId);
+  const events = (await runEvents(call.tenant_id, call.run_id)).filter((e) => e.logical_call_id === callId);
   const verdict = el("p", { class: "verdict", role: "status" });
   const form = el("form", { id: "resolve-form" },
     el("span", {}, "outcome"),

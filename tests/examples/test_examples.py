@@ -134,7 +134,7 @@ def effect_requested(run: str, reply_topic: str, *, authorized: bool = True) -> 
     key, call = f"acme:caller_stated:{uuid.uuid4().hex}", uuid.uuid4()
     arguments = {"account_id": "tenant/acme/a-1", "amount": 2500, "currency": "EUR"}
     capability = capability_for(key, "credits.grant", arguments, call) if authorized else None
-    return {"operation_key": key, "tool_name": "credits.grant",
+    return {"operation_key": key, "tenant_id": "acme", "tool_name": "credits.grant",
             "tool_version": "1", "attempt": 1, "fence": 1, "logical_call_id": str(call),
             "canonical_arguments": arguments,
             "deadline_at": (datetime.now(UTC) + timedelta(minutes=5)).isoformat(),

@@ -39,7 +39,7 @@ from shared.identity.signatures import (PROPOSAL, generate_signing_key, load_sig
                                         save_signing_key, sign)
 
 SESSION = uuid.uuid4().hex[:6]
-FRESH = {prefix: tuple(f"{prefix}-{SESSION}-{n}" for n in range(32)) for prefix in ("agent", "blocked")}
+FRESH = {prefix: tuple(f"{prefix}-{SESSION}-{n}" for n in range(96)) for prefix in ("agent", "blocked")}
 """Principals of one test each (policy limits count per principal), by the prefix policies
 match them with: the intake knows only the principals its file listed when it started, so they
 are listed beforehand, named per session so that a rerun on the same database starts with

@@ -34,7 +34,8 @@ RUN_META = "io.intentledger/run_id"
 
 
 class NotTheCallers(ValueError):
-    """A handle of another tenant's call."""
+    """A handle of another tenant's call, or of another principal's (a handle or task id is
+    not a secret: a caller is answered only about the calls it proposed)."""
 
 
 class Calls:
@@ -58,7 +59,10 @@ class Calls:
         if handle.tenant_id != caller.tenant_id:
             raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
         client = await self._clients.of(caller)
-        return await self._detached(client.wait(handle, timeout=wait or self._wait_s))
+        outcome = await self._detached(client.wait(handle, timeout=wait or self._wait_s))
+        if outcome.answer is not None and outcome.answer.principal_id != caller.principal_id:
+            raise NotTheCallers("a handle of another principal's call")
+        return outcome
 
     async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
         """``intentledger.outcome``: the answer for the handle of a pending answer."""

@@ -43,6 +43,15 @@ def answer(outcome: Outcome) -> types.CallToolResult:
                    about | {"message": message}, error=True)
 
 
+def unacknowledged() -> types.CallToolResult:
+    """The broker did not acknowledge the proposal in time: whether it was recorded is not
+    known, and no handle can tell its answers apart. The same call again, under the same
+    operation key, is safe: it is recorded once, or answered as the duplicate it is."""
+    return _result("pending: not_acknowledged: the proposal may or may not have been recorded; "
+                   "call the tool again with the same operation key (that is safe)",
+                   {"status": "pending", "reason_code": "not_acknowledged"}, error=True)
+
+
 def refused(code: str, message: str) -> types.CallToolResult:
     """A call the gateway refuses before proposing it (an unreadable handle)."""
     return _result(f"denied: {code}: {message}",

@@ -26,9 +26,11 @@ from shared.tools import ToolRegistry
 NAME = "intentledger"
 INSTRUCTIONS = (
     "Tool calls here go through intentledger: each takes effect at most once per operation "
-    "key (send one in _meta['io.intentledger/operation_key'] to retry safely), only if policy "
-    "allows it, and some wait for a person's approval: those answer pending with a handle, "
-    "which the intentledger.outcome tool takes.")
+    "key (give one as the tool's operation_key argument, or in "
+    "_meta['io.intentledger/operation_key'], and reuse it to retry safely), only if policy "
+    "allows it. Some wait for people's approval (status awaiting_approval: tell the user) or "
+    "are still in flight (pending): those answer with a handle, which the "
+    "intentledger.outcome tool takes to fetch what the call came to.")
 
 
 def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls,
@@ -58,6 +60,8 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name[:128]!r}")
         arguments, stated = catalog.split_key(tool, arguments)
         outcome = await calls.propose(caller, params.name, arguments, params.meta, stated)
+        if outcome.handle.proposal_id is None:  # not acknowledged: no answer is its own
+            return results.unacknowledged()
         if outcome.status in results.LATER and tasks.wanted(params.meta):
             return tasks.created(outcome)  # a non-core result type: passed as it is
         return results.answer(outcome)

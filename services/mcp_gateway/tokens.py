@@ -48,7 +48,14 @@ def load_static_tokens(path: Path | None) -> dict[str, str]:
 
 
 def load_key_set(path: Path | None) -> KeySet | None:
-    return None if path is None else KeySet.import_key_set(json.loads(path.read_text("utf-8")))
+    """The issuer's public keys; None without a file or with an empty set (``{"keys": []}``:
+    static tokens only, as a Secret must hold some value)."""
+    if path is None:
+        return None
+    document = json.loads(path.read_text("utf-8"))
+    if isinstance(document, dict) and document.get("keys") == []:
+        return None
+    return KeySet.import_key_set(document)
 
 
 class GatewayTokenVerifier:

@@ -35,7 +35,8 @@ class Outcomes:
 
     def duplicate(self, proposal: ToolCallProposal, named: Named, existing) -> None:
         outcome = self._about(proposal, "duplicate", logical_call_id=existing["logical_call_id"],
-                         state=existing["state"], **_named(named))
+                              state=existing["state"], intent_run_id=existing["run_id"],
+                              **_named(named))
         payload = outcome.model_dump(mode="json")
         self._emit(DUPLICATE_PROPOSAL, proposal.tenant_id, proposal.run_id, payload, payload)
 

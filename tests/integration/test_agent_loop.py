@@ -12,13 +12,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
 from intentledger_client import Client, Handle, to_openai_tool_messages
+from intentledger_client.topics import partition_for
 
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults
+from shared.topology import RESULTS_PARTITIONS
 from tests.support.identities import fresh_principal, local
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
@@ -143,6 +146,36 @@ async def test_a_call_awaiting_approval_is_told_to_the_model_and_settles_once_ap
         await approve(stage, waiting.answer.model_dump(mode="json"), "operator:dana")
         settled = await client.wait(waiting.handle, timeout=120)
     assert (settled.status, settled.result["balance_minor"]) == ("succeeded", 6_000)
+    assert await debits(pool, wallet_id) == 1
+
+
+def runs_on_two_partitions() -> tuple[str, str]:
+    """Two run ids whose answers go to different partitions of the tenant's topic."""
+    first = f"run-{uuid.uuid4().hex[:10]}"
+    place = partial(partition_for, partitions=list(range(RESULTS_PARTITIONS)))
+    second = next(run for run in (f"run-{uuid.uuid4().hex[:10]}" for _ in range(100))
+                  if place(run.encode()) != place(first.encode()))
+    return first, second
+
+
+async def test_a_key_reused_in_another_run_is_answered_with_the_originals_settled_result(
+        stage, pool):
+    """The original's states are announced under its own run, on another partition than the
+    retry's: the client reads that one too, and finds the result there."""
+    principal, (first_run, second_run) = fresh_principal(), runs_on_two_partitions()
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "30.00", "currency": "EUR"}
+    key = f"{first_run}:pay"
+    async with pipeline(stage):
+        async with agent(stage, principal) as client:
+            original = await client.call(first_run, "wallet.debit", debit, call_id="call_1",
+                                         operation_key=key, wait=120)
+        async with agent(stage, principal) as another_process:
+            again = await another_process.call(second_run, "wallet.debit", debit,
+                                               call_id="call_1", operation_key=key, wait=120)
+    assert (original.status, again.status) == ("succeeded", "succeeded")
+    assert again.answer.outcome == "duplicate" and again.handle.intent_run_id == first_run
+    assert again.result == original.result
     assert await debits(pool, wallet_id) == 1
 
 

@@ -144,7 +144,7 @@ def test_what_the_intake_emits_validates_on_both_topics():
     outcomes = Outcomes(outbox, uuid.uuid4())
     outcomes.accepted(proposal, intent_of(proposal, named, datetime(2026, 3, 14, 10, tzinfo=UTC), 5))
     outcomes.duplicate(proposal, named, {"logical_call_id": "019ceb9e-87f5-714a-b79d-9b46164be254",
-                                         "state": "VALIDATED"})
+                                         "state": "VALIDATED", "run_id": "run-of-the-original"})
     refused, = to_proposals(debit | {"arguments": {"wallet_id": "w-1", "amount": "4.005",
                                                    "currency": "EUR"}})
     with pytest.raises(Rejection) as rejection:

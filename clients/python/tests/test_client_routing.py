@@ -4,6 +4,7 @@ guesses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime
@@ -202,6 +203,23 @@ async def test_an_answer_from_a_newer_ledger_with_fields_it_added_is_still_this_
     routes.route(11, json.dumps(later).encode())
     outcome = await call.wait(timeout=1)
     assert (outcome.status, outcome.result) == ("succeeded", {"balance_minor": 1})
+
+
+async def test_a_call_that_stopped_waiting_takes_nothing_more_and_stops_its_re_reads() -> None:
+    """A re-read still running for a timed-out call must not bring it back to the router."""
+    routes = router()
+    call, proposal = waiting(routes)
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+    re_read = asyncio.create_task(forever())
+    call.catch_ups.add(re_read)
+    routes.unregister(call)
+    routes.route(10, answer(proposal=proposal), only=[call])
+    routes.route(11, settled("SUCCEEDED"), only=[call])
+    assert (call.answer, call.state) == (None, None)
+    await asyncio.sleep(0)
+    assert re_read.cancelled()
 
 
 async def test_garbage_on_the_topic_is_nobodys_answer() -> None:

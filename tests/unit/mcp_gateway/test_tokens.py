@@ -98,3 +98,12 @@ def test_a_tokens_file_holding_anything_but_digests_is_refused(tmp_path):
         load_static_tokens(path)
     path.write_text(json.dumps(STATIC))
     assert load_static_tokens(path) == STATIC
+
+
+def test_an_empty_key_set_means_static_tokens_only(tmp_path):
+    """What k8s/README.md puts in the Secret when no OAuth issuer is used."""
+    from services.mcp_gateway.tokens import load_key_set
+
+    empty = tmp_path / "issuer.jwks"
+    empty.write_text('{"keys": []}')
+    assert load_key_set(empty) is None and load_key_set(None) is None

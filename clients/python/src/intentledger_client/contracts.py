@@ -58,6 +58,10 @@ class ProposalOutcome(BaseModel):
     tool_version: str | None = None
     arguments_hash: str | None = None
     state: str | None = Field(default=None, description="For a duplicate: the intent's state now.")
+    intent_run_id: str | None = Field(default=None, description=(
+        "For a duplicate: the run of the intent it names, under whose key (and partition) the "
+        "intent's later states are announced; another run than run_id when the operation key "
+        "was first used there."))
     reason_code: str | None = Field(default=None, description="Stable, machine-readable.")
     message: str | None = Field(default=None, description="For people; never parse it.")
     retry_after_s: float | None = Field(default=None, ge=0, description=(

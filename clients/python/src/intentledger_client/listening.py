@@ -69,12 +69,12 @@ class Listener:
         if self._partitions is None:  # read from the start once it exists, by the adopter
             self._homeless.extend(calls)
             return
-        partition = partition_for(calls[0].handle.run_id.encode(), self._partitions)
+        partition = partition_for(_states_run(calls[0]).encode(), self._partitions)
         reader = await self._reader(partition, at_end=True)
         for call in calls:
             call.placed(partition, reader.next_offset if look_back_from is None else None)
         if look_back_from is not None and look_back_from < reader.next_offset:
-            self._spawn(self._catch_up(calls, reader, look_back_from))
+            self._catching_up(calls, self._catch_up(calls, reader, look_back_from))
 
     def _reader(self, partition: int, *, at_end: bool) -> asyncio.Task[PartitionReader]:
         """The partition's one reader, started once (again, if starting it failed: its error
@@ -108,20 +108,38 @@ class Listener:
             call.placed(partition, None)
 
     def look_back(self, call: Call) -> None:
-        """A duplicate: its original's settled states were read before, if ever: from the
-        partition's start (its retention) up to where the live reader is."""
-        if call.handle.partition is not None:
-            reader = self._readers[call.handle.partition]
-            if reader.done():
-                self._spawn(self._catch_up([call], reader.result(), 0))
+        """A duplicate: its original's states were read before, if ever, on the partition of
+        the original's run (another than this call's when the key was first used in another
+        run: that partition is read from now on too): from its start (its retention) up to
+        where its live reader is."""
+        if self._partitions is not None:
+            partition = partition_for(_states_run(call).encode(), self._partitions)
+            self._catching_up([call], self._look_back(call, partition))
+
+    async def _look_back(self, call: Call, partition: int) -> None:
+        reader = await self._reader(partition, at_end=True)
+        await self._catch_up([call], reader, 0)
 
     async def _catch_up(self, calls: list[Call], reader: PartitionReader, start: int) -> None:
         consumer = AIOKafkaConsumer(**self._options, group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest")
         await catch_up(consumer, reader.partition, self.router, calls, start, reader.next_offset)
 
+    def _catching_up(self, calls: list[Call], work: Coroutine[Any, Any, None]) -> None:
+        """A re-read for ``calls``, cancelled once they stop waiting (``Router.unregister``)."""
+        task = self._spawn(work)
+        for call in calls:
+            call.catch_ups.add(task)
+            task.add_done_callback(call.catch_ups.discard)
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+
+def _states_run(call: Call) -> str:
+    """The run whose partition carries the call's states: its intent's (a duplicate's original
+    may be another run's), else its own."""
+    return call.handle.intent_run_id or call.handle.run_id

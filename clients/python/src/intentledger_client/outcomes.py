@@ -50,6 +50,8 @@ class Handle(BaseModel):
     told apart as its own: propose it again under the same operation key)."""
     logical_call_id: uuid.UUID | None = None
     operation_key: str | None = None
+    intent_run_id: str | None = None
+    """A duplicate's: the run its intent belongs to, whose partition carries its states."""
     partition: int | None = None
     offset: int = 0
     """Where its answers may be, on: the end of the partition when it was proposed; its start

@@ -23,6 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from intentledger_client.routing import Call, Router
 
 NEW_TOPIC_POLL_S = 0.2
+READ_RETRY_S = 1.0
 
 
 class PartitionReader:
@@ -50,8 +51,16 @@ class PartitionReader:
         self._task = asyncio.create_task(self._read(), name=f"read {self.partition}")
 
     async def _read(self) -> None:
+        """Until stopped. A fetch that fails is tried again (aiokafka reconnects by itself): a
+        reader that ended would leave every call of its partition pending for ever."""
         while True:
-            batch = await self._consumer.getmany(self.partition, timeout_ms=500)
+            try:
+                batch = await self._consumer.getmany(self.partition, timeout_ms=500)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the partition's calls still wait on it
+                await asyncio.sleep(READ_RETRY_S)
+                continue
             for record in batch.get(self.partition, ()):
                 self._router.route(record.offset, record.value)
                 self.next_offset = record.offset + 1
@@ -98,8 +107,13 @@ async def partitions_of(admin: AIOKafkaAdminClient, topic: str) -> list[int] | N
 
 async def when_it_exists(admin: AIOKafkaAdminClient, topic: str,
                          stop: Callable[[], bool]) -> list[int] | None:
+    """Its partitions once it exists (None: stopped first). A broker error while asking is
+    asked again: the calls waiting for the topic have no one else to ask for them."""
     while not stop():
-        if (found := await partitions_of(admin, topic)) is not None:
-            return found
+        try:
+            if (found := await partitions_of(admin, topic)) is not None:
+                return found
+        except Exception:  # noqa: BLE001 - a broker away, a metadata error: ask again
+            pass
         await asyncio.sleep(NEW_TOPIC_POLL_S)
     return None

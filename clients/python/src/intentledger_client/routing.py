@@ -42,6 +42,9 @@ class Call:
         self._state_at = -1
         self._early: list[ProposalOutcome] = []
         self._changed = asyncio.Event()
+        self.catch_ups: set[asyncio.Task[None]] = set()
+        """Re-reads of what went by before it was registered, for it: stopped with it."""
+        self.closed = False
 
     def placed(self, partition: int, offset: int | None) -> None:
         """Its answers are on ``partition``, from ``offset`` on (None: where the handle says)."""
@@ -68,6 +71,7 @@ class Call:
         if answer.logical_call_id is not None:
             self.handle = self.handle.model_copy(update={
                 "logical_call_id": answer.logical_call_id,
+                "intent_run_id": answer.intent_run_id,
                 "offset": 0 if answer.outcome == "duplicate" else self.handle.offset})
         self._changed.set()
         return answer.logical_call_id is not None
@@ -113,6 +117,10 @@ class Router:
             self._follow(call, call.handle.logical_call_id)
 
     def unregister(self, call: Call) -> None:
+        """It waits no more: nothing is routed to it again, and its re-reads stop."""
+        call.closed = True
+        for task in call.catch_ups:
+            task.cancel()
         _discard(self._by_call, (call.handle.run_id, call.handle.call_id), call)
         if call.handle.logical_call_id is not None:
             _discard(self._by_intent, call.handle.logical_call_id, call)
@@ -133,7 +141,7 @@ class Router:
                     self._remember(offset, state)
                 intent = state.logical_call_id
                 for call in list(self._by_intent.get(intent, ()) if only is None else only):
-                    if call.handle.logical_call_id == intent:
+                    if call.handle.logical_call_id == intent and not call.closed:
                         call.take_state(offset, state)
         except ValidationError:
             return  # not an answer this client understands: nobody's answer, no crash
@@ -143,10 +151,13 @@ class Router:
             self._offer(call, answer)
 
     def _offer(self, call: Call, answer: ProposalOutcome) -> None:
+        if call.closed:
+            return  # a re-read's record for a call that stopped waiting
         looked_back = call.handle.offset == 0
         if call.take_answer(answer) and answer.logical_call_id is not None:
             self._follow(call, answer.logical_call_id)
-            if answer.outcome == "duplicate" and not looked_back:
+            elsewhere = answer.intent_run_id not in (None, call.handle.run_id)
+            if answer.outcome == "duplicate" and (elsewhere or not looked_back):
                 self._on_duplicate(call)
 
     def _follow(self, call: Call, intent: uuid.UUID) -> None:

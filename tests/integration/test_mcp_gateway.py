@@ -152,6 +152,22 @@ async def test_a_call_awaiting_approval_is_pending_and_its_outcome_is_fetched_on
     assert await debits(pool, wallet_id) == 1
 
 
+async def test_another_callers_copy_of_a_handle_is_refused_not_answered(gateway, stage, pool):
+    """A handle (or a task id, which carries one) is not a secret: the gateway answers a
+    caller only about the calls it proposed, though both callers are the same tenant's."""
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "80.00", "currency": "EUR"}  # over the cap
+    async with pipeline(stage):
+        async with mcp(gateway, gateway.tokens[gateway.payer]) as payer:
+            pending = await payer.call_tool("wallet.debit", debit,
+                                            meta=key_meta(f"big-{uuid.uuid4().hex[:10]}"))
+        handle = pending.structured_content["handle"]
+        async with mcp(gateway, gateway.tokens[gateway.stocker]) as someone_else:
+            copied = await someone_else.call_tool("intentledger.outcome", {"handle": handle})
+    assert copied.is_error and copied.structured_content["reason_code"] == "handle_invalid"
+    assert "approval" not in copied.structured_content and "result" not in str(copied.content)
+
+
 async def test_a_token_for_another_audience_or_none_is_refused_with_the_metadata_url(gateway):
     ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     async with httpx2.AsyncClient() as http:

@@ -79,7 +79,7 @@ async def test_one_client_serves_many_runs_and_concurrent_calls(endpoints):
     async with running_intake(endpoints), client(endpoints) as agent:
         outcomes = await asyncio.gather(*(
             agent.call(run, "wallet.debit", DEBIT | {"amount": f"{n}.00"}, call_id="c1" if n % 2 else "c2",
-                       operation_key=f"{run}:{n}", wait=60, settle=False)
+                       operation_key=f"{run}:{n}", wait=120, settle=False)
             for n, run in enumerate(runs * 2, start=1)))
         read = agent.partitions
     assert [o.ledger_status for o in outcomes] == ["accepted"] * 10

@@ -18,6 +18,7 @@ from typing import Any
 
 import mcp_types as types
 from intentledger_client import Outcome
+from intentledger_client.pairing import approval_shown
 
 LATER = {"pending": "not settled yet (in flight)",
          "awaiting_approval": "awaiting people's approval; nothing has happened yet",
@@ -33,8 +34,7 @@ def answer(outcome: Outcome) -> types.CallToolResult:
     if outcome.status in LATER:
         about["handle"] = outcome.handle.model_dump(mode="json")
         if outcome.approval is not None:
-            about["approval"] = {"approvals_required": outcome.approval.approvals_required,
-                                 "expires_at": outcome.approval.expires_at.isoformat()}
+            about["approval"] = approval_shown(outcome.approval)
         return _result(f"{outcome.status}: {LATER[outcome.status]}; call intentledger.outcome "
                        f"with this handle for its outcome: {json.dumps(about['handle'])}",
                        about, error=True)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from intentledger_client.contracts import ToolCallAwaitingApproval
 from intentledger_client.outcomes import Outcome
 
 NOTES = {
@@ -45,11 +46,17 @@ def content(outcome: Outcome) -> str:
             and outcome.settled is None:
         shown["retry_after_s"] = outcome.answer.retry_after_s
     if outcome.approval is not None:
-        shown["approval"] = {"approvals_required": outcome.approval.approvals_required,
-                             "expires_at": outcome.approval.expires_at.isoformat()}
+        shown["approval"] = approval_shown(outcome.approval)
     if outcome.status in NOTES:
         shown["note"] = NOTES[outcome.status]
     return json.dumps(shown, sort_keys=True)
+
+
+def approval_shown(approval: ToolCallAwaitingApproval) -> dict[str, Any]:
+    """What a model (or an MCP client) is told of a call awaiting approval: how many approvals,
+    by when; never who may approve."""
+    return {"approvals_required": approval.approvals_required,
+            "expires_at": approval.expires_at.isoformat()}
 
 
 def is_error(outcome: Outcome) -> bool:

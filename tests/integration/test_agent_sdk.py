@@ -79,7 +79,7 @@ async def test_one_client_serves_many_runs_and_concurrent_calls(endpoints):
     async with running_intake(endpoints), client(endpoints) as agent:
         outcomes = await asyncio.gather(*(
             agent.call(run, "wallet.debit", DEBIT | {"amount": f"{n}.00"}, call_id="c1" if n % 2 else "c2",
-                       operation_key=f"{run}:{n}", wait=120, settle=False)
+                       operation_key=f"{run}:{n}", wait=60, settle=False)
             for n, run in enumerate(runs * 2, start=1)))
         read = agent.partitions
     assert [o.ledger_status for o in outcomes] == ["accepted"] * 10
@@ -89,6 +89,26 @@ async def test_one_client_serves_many_runs_and_concurrent_calls(endpoints):
     assert {p.partition for p in read} == {
         partition_for(run.encode(), range(RESULTS_PARTITIONS)) for run in runs}
     assert {p.topic for p in read} == {results_topic("acme")}
+
+
+async def test_concurrent_calls_sent_in_one_batch_each_recognise_their_answer(endpoints):
+    """Calls sent in one producer batch, a few milliseconds apart (what concurrent calls come
+    to under load): each must compute its own record's id to recognise the intake's answer.
+    aiokafka reports the batch's first timestamp for every record of it; a client trusting
+    that left every call after the first pending."""
+    run = new_run()
+    batching = Client(endpoints.kafka_bootstrap, principal_id="u-1", tenant_id="acme",
+                      signing_key=U1, producer_options={"linger_ms": 500})
+
+    async def one(n: int):
+        await asyncio.sleep(n * 0.01)  # each record a different millisecond, same batch
+        return await agent.call(run, "wallet.debit", DEBIT, call_id=f"c{n}",
+                                operation_key=f"{run}:{n}", wait=20, settle=False)
+
+    async with running_intake(endpoints), batching as agent:
+        outcomes = await asyncio.gather(*(one(n) for n in range(6)))
+    assert [o.ledger_status for o in outcomes] == ["accepted"] * 6
+    assert len({o.handle.proposal_id for o in outcomes}) == 6
 
 
 async def test_the_sync_facade_proposes_on_the_same_client(endpoints):

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.structs import RecordMetadata
 from aiokafka.admin import AIOKafkaAdminClient
 
 from intentledger_client import formats
@@ -35,6 +37,8 @@ from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, results_t
 from intentledger_client.tracing import current_traceparent
 
 DEFAULT_WAIT_S = 30.0
+LOG_APPEND_TIME = 1
+"""``RecordMetadata.timestamp_type`` of a topic whose broker stamps records on append."""
 Signer = Callable[[bytes], str]
 """A record's bytes → its ``intentledger-signature`` header (a detached JWS)."""
 
@@ -44,13 +48,18 @@ class Client:
                  signing_key: SigningKey | str | Path | None = None,
                  results_family: str = AGENT_RESULTS, proposals_topic: str = AGENT_PROPOSALS,
                  kafka_options: Mapping[str, Any] | None = None,
+                 producer_options: Mapping[str, Any] | None = None,
                  signer: Signer | None = None) -> None:
         """``results_family`` and ``proposals_topic``: the deployment's names, if it changed
         them. ``kafka_options``: aiokafka's security settings (``security_protocol``,
-        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection. ``signer``:
+        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection.
+        ``producer_options``: the proposals' producer's own (``linger_ms``, to batch many
+        concurrent calls; ``acks`` stays ``all``, idempotence on). ``signer``:
         signs each record's bytes instead of ``signing_key`` (a gateway proposing for the
         principal it authenticated signs as itself, naming that principal: docs/mcp.md)."""
         self._options = {"bootstrap_servers": bootstrap, **(kafka_options or {})}
+        self._producer_options = {**(producer_options or {}), "acks": "all",
+                                  "enable_idempotence": True}
         self.principal_id, self.tenant_id = principal_id, tenant_id
         self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
         self._proposals = proposals_topic
@@ -68,7 +77,7 @@ class Client:
         await self.close()
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(**self._options, acks="all", enable_idempotence=True)
+        self._producer = AIOKafkaProducer(**self._options, **self._producer_options)
         self._admin = AIOKafkaAdminClient(**self._options)
         try:
             await self._producer.start()
@@ -166,10 +175,12 @@ class Client:
         await self._results.place(calls)
         value = json.dumps({"run_id": run_id, "principal_id": self.principal_id,
                             "tenant_id": self.tenant_id} | message).encode()
+        created_ms = time.time_ns() // 1_000_000
         sent = await self._producer.send_and_wait(self._proposals, value, key=run_id.encode(),
+                                                  timestamp_ms=created_ms,
                                                   headers=self._headers(value) or None)
         proposal_id = proposal_record_id(self._proposals, sent.partition, sent.offset,
-                                         sent.timestamp, value)
+                                         _stored_timestamp(sent, created_ms), value)
         for call in calls:
             self._router.sent(call, proposal_id)
 
@@ -190,6 +201,16 @@ class Client:
             return None
         return sign(value, self._key, principal_id=self.principal_id, tenant_id=self.tenant_id,
                     use=PROPOSAL)
+
+
+def _stored_timestamp(sent: RecordMetadata, created_ms: int) -> int:
+    """The timestamp the broker stored for the record, which the intake derives the proposal's
+    id from: the one the client set (CreateTime), unless the topic stamps records itself
+    (LogAppendTime, a whole batch's). Not ``sent.timestamp`` for CreateTime: aiokafka 0.14
+    reports the batch's first record's timestamp for every record of a batch, so concurrent
+    calls sent in one batch would compute another record's id and never recognise their
+    answers."""
+    return sent.timestamp if sent.timestamp_type == LOG_APPEND_TIME else created_ms
 
 
 def _handle(client: Client, run_id: str, call_id: str, message: dict[str, Any]) -> Handle:

@@ -12,16 +12,17 @@ wallet as real processes (``intentledger.chaos.stack.Stack``), under ``bench/pol
 
 The load is open-loop: raw proposals (the generic envelope and OpenAI chat, alternating; each
 its own operation key; runs of ``--calls-per-run`` calls spread over ``--active-runs`` runs at
-a time and over ``--wallets`` wallets) are published to ``agent.proposals`` on a fixed schedule,
-never waiting for answers. First the rate ramps up through ``--rates`` step by step; once the
-stack has drained, a latency phase offers ``--latency-rate`` (100/s, where the issue states its
-p50/p99 targets) for one step. A step is *sustainable* when, for its
-whole length, the end-to-end p99 (proposals published in its second half, unanswered ones
-counting as infinitely late) stays within ``--max-p99-ms`` and the backlog at its end (consumer
-lag of every group + pending outbox rows + calls due at the dispatcher) is at most
-``--max-backlog-s`` seconds of the offered rate. The ramp stops at the first step that is not
-sustainable (cut short as soon as its backlog passes ``--abort-backlog-s`` seconds of load);
-``sustained_proposals_per_s`` is the highest sustainable rate.
+a time and over ``--wallets`` wallets) are published to ``agent.proposals`` on a fixed
+schedule, never waiting for answers. First the rate ramps up through ``--rates`` step by step;
+once the stack has drained, a latency phase offers ``--latency-rate`` (100/s, where the issue
+states its p50/p99 targets) for one step; then a client phase offers ``--client-rate`` (10/s)
+through ``intentledger_client.Client.call``, each call timed to the outcome it returned. A step
+is *sustainable* when, for its whole length, the end-to-end p99 (proposals published in its
+second half, unanswered ones counting as infinitely late) stays within ``--max-p99-ms`` and the
+backlog at its end (consumer lag of every group + pending outbox rows + calls due at the
+dispatcher) is at most ``--max-backlog-s`` seconds of the offered rate. The ramp stops at the
+first step that is not sustainable (cut short as soon as its backlog passes ``--abort-
+backlog-s`` seconds of load); ``sustained_proposals_per_s`` is the highest sustainable rate.
 
 Latency per call is measured from the proposal's publish to its ``ToolCallSettled`` on
 ``agent.results.bench`` (the headline) and to the intake's ``ProposalAccepted``, matched by call id;
@@ -47,11 +48,12 @@ backlog over time), ``e2e-latency-cdf.png`` (at 100/s, and every step) and ``e2e
 The code, one job a module: ``config`` (the command line), ``harness`` (one run, start to end,
 wiring the rest), ``startup`` (wallets, services, durability), ``pipeline`` (the services,
 groups, outboxes and call states under test), ``names`` (this run's ids), ``load`` (the open-
-loop generator), ``answers`` (``agent.results.bench``), ``proposals`` (what is known per proposal),
-``phases`` (warm-up, ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught
-up, drained), ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter``
-(CPU and memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that
-died), ``profiles`` (py-spy), ``hops`` (per-hop latency), ``correctness`` (the end-of-run
-checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures
-of ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
+loop generator), ``client_load`` (the same schedule through the thin client), ``answers``
+(``agent.results.bench``), ``proposals`` (what is known per proposal), ``phases`` (warm-up,
+ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught up, drained),
+``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter`` (CPU and
+memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that died),
+``profiles`` (py-spy), ``hops`` (per-hop latency), ``correctness`` (the end-of-run checks),
+``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures of
+``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """

@@ -26,7 +26,8 @@ from shared import infra
 from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADLINES = ("sustained_proposals_per_s", "p50_ms", "p99_ms", "proposals_per_cpu_s")
+HEADLINES = ("sustained_proposals_per_s", "p50_ms", "p99_ms", "client_p50_ms", "client_p99_ms",
+             "proposals_per_cpu_s")
 
 
 def main(argv: list[str]) -> int:

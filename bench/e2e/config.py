@@ -15,6 +15,9 @@ FULL_RATES = (10, 15, 20, 25, 30, 40, 50, 75, 100, 200, 400, 800, 1600, 2400, 32
 QUICK_RATES = (25, 50, 100, 200)
 HEADLINE_RATE = 100
 """The offered rate of the latency phase (the issue's p50/p99 targets are stated at 100/s)."""
+CLIENT_RATE = 10
+"""The offered rate of the client phase: an agent's low load, where the latency it sees is
+waits and hops rather than queueing."""
 FORMATS = {"generic", "openai.chat", "openai.responses", "anthropic"}
 
 
@@ -44,6 +47,9 @@ class Config:
     baseline that signing and verifying are measured against."""
     latency_rate: int = HEADLINE_RATE
     latency_s: float = 60.0
+    client_rate: int = CLIENT_RATE
+    """The client phase's rate (0: none): proposals through ``intentledger_client.Client``,
+    for ``latency_s``."""
 
 
 def parse_config(argv: list[str] | None = None) -> Config:
@@ -59,6 +65,9 @@ def parse_config(argv: list[str] | None = None) -> Config:
                         help="offered rate of the latency phase before the ramp (0: none)")
     parser.add_argument("--latency-seconds", type=float,
                         help="length of the latency phase (default: the step length)")
+    parser.add_argument("--client-rate", type=int, default=CLIENT_RATE,
+                        help="offered rate of the client phase, calls through the thin client "
+                             "timed to their settled outcome, after the latency phase (0: none)")
     parser.add_argument("--grace-seconds", type=float, default=5.0,
                         help="a step is judged this long after it ended")
     parser.add_argument("--drain-seconds", type=float, help="longest wait for the stack to drain")
@@ -103,6 +112,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
         profile_s=args.profile_seconds,
         baselines=args.baselines if args.baselines is not None else not args.quick,
         quick=args.quick, unsigned=args.unsigned, latency_rate=args.latency_rate,
+        client_rate=args.client_rate,
         latency_s=args.latency_seconds or step_s)
 
 

@@ -166,6 +166,7 @@ def _failures(ledger: Ledger, proposals: Proposals, send_errors: list[str],
     not_settled = published - proposals.settled
     contradictory = sum(1 for statuses in proposals.settled_statuses.values()
                         if len(statuses - {"SUCCEEDED", "COMPENSATED"}) and len(statuses) > 1)
+    client_told_otherwise = told_otherwise(proposals)
     answers = proposals.answers
     failures = []
     if not drained["drained"]:
@@ -202,7 +203,20 @@ def _failures(ledger: Ledger, proposals: Proposals, send_errors: list[str],
         failures.append(f"records set aside: {ledger.set_aside[:10]}")
     if send_errors:
         failures.append(f"{len(send_errors)} proposals failed to publish: {send_errors[:3]}")
+    if client_told_otherwise:
+        i = client_told_otherwise[0]
+        failures.append(f"{len(client_told_otherwise)} client calls returned pending or a "
+                        f"status other than their call's (e.g. proposal {i}: "
+                        f"{proposals.client_status[i]}, settled {proposals.status[i]})")
     return failures
+
+
+def told_otherwise(proposals: Proposals) -> list[int]:
+    """The proposals sent through the client whose call returned ``pending`` (not settled in
+    its wait) or a status other than the one their call settled in."""
+    return sorted(i for i, status in proposals.client_status.items()
+                  if status == "pending"
+                  or (status == "succeeded") != (proposals.status[i] == "SUCCEEDED"))
 
 
 def consumer_totals(stack: Stack) -> dict[str, Any]:

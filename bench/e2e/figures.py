@@ -28,6 +28,8 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
     settled = sorted(x for x in (proposals.latency_ms(i) for i in indices) if not math.isnan(x))
     accepted = sorted((proposals.t_acc[i] - proposals.t_pub[i]) * 1000 for i in indices
                       if not math.isnan(proposals.t_acc[i]))
+    through_client = sorted(x for x in (proposals.client_ms(i) for i in indices)
+                            if not math.isnan(x))
     in_window = _settled_between(proposals, step.started, step.ended)
     samples = [s for s in timeline if step.started <= s["t"] <= step.ended]
     cpu = _step_cpu(samples)
@@ -48,6 +50,9 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
         "verdict": step.verdict, "stop_reason": step.stop_reason, "profiled": step.profiled,
         "generator_lag_ms": summary(step.generator_lag_ms),
         "settled_ms": summary(settled), "accepted_ms": summary(accepted),
+        "client_ms": summary(through_client) if through_client else None,
+        "client_statuses": dict(Counter(proposals.client_status[i] for i in indices
+                                        if i in proposals.client_status)),
         "unsettled": count - len(settled), "statuses": dict(statuses),
         "hops_ms": hops["per_step"].get(str(step.index), {}),
         "lag_max": lag_max,

@@ -11,6 +11,7 @@ from bench.e2e import startup
 from bench.e2e.answers import Answers
 from bench.e2e.backlog import Backlog
 from bench.e2e.baselines import SKIPPED, run_baselines
+from bench.e2e.client_load import ClientLoad
 from bench.e2e.config import Config
 from bench.e2e.correctness import check_correctness, consumer_totals
 from bench.e2e.hops import hop_latencies
@@ -70,6 +71,8 @@ class Bench:
             load = Load(self.config, self.names, self.proposals, self.endpoints.kafka_bootstrap,
                         None if self.config.unsigned else signers.signing_key(PRINCIPAL))
             await load.start()
+            client = ClientLoad(load, self.endpoints.kafka_bootstrap, load.signing_key)
+            await client.start()
             answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap)
             await answers.start(backlog)
             self.statements = Statements(self.pool)
@@ -86,10 +89,12 @@ class Bench:
                 await phases.warm_up()
                 await phases.ramp()
                 await phases.latency_phase()
+                await phases.client_phase(client)
                 drained = await quiet.drain()
             finally:
                 stopping.set()
                 await asyncio.gather(*background, return_exceptions=True)
+                await client.stop()
                 await load.stop()
                 await answers.stop()
                 await backlog.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -42,9 +43,12 @@ class Load:
     async def stop(self) -> None:
         await self.producer.stop()
 
-    async def generate(self, step: Step, seconds: float) -> None:
+    async def generate(self, step: Step, seconds: float,
+                       publish: Callable[[Step], Awaitable[None]] | None = None) -> None:
         """Open loop: proposal k of the step is due at ``k / rate`` seconds; whatever is due is
-        sent at once, however far behind the answers are."""
+        sent at once, however far behind the answers are. ``publish`` sends one proposal (by
+        default a raw record; ``ClientLoad`` sends through the client)."""
+        publish = publish or self._publish
         step.first = len(self.proposals)
         step.started = time.time()
         self.current = step
@@ -57,7 +61,7 @@ class Load:
             if due > sent:
                 step.generator_lag_ms.append(max(0.0, (elapsed - sent / step.rate) * 1000))
             while sent < due:
-                await self._publish(step)
+                await publish(step)
                 sent += 1
             await asyncio.sleep(max(0.0, min(TICK_S, began + sent / step.rate - time.monotonic())))
         step.ended = time.time()
@@ -77,22 +81,26 @@ class Load:
             self.send_errors.append(repr(future.exception()) if not future.cancelled()
                                     else "cancelled")
 
-    def _run_of(self, i: int) -> str:
+    def run_of(self, i: int) -> str:
         """``active_runs`` runs at a time, each getting ``calls_per_run`` calls spread over its
         life (an agent session), then the next generation of runs."""
         runs = self.config.active_runs
         generation, slot = divmod(i, runs)
         return f"{self.names.prefix}-g{generation // self.config.calls_per_run}-r{slot}"
 
+    def arguments(self, i: int) -> dict[str, str]:
+        """Proposal ``i``'s debit: 1 EUR from the wallets taken in turn."""
+        wallet_ids = self.names.wallet_ids
+        return {"wallet_id": wallet_ids[i % len(wallet_ids)], "amount": AMOUNT,
+                "currency": "EUR"}
+
     def _proposal(self, i: int) -> tuple[bytes, bytes]:
         """Proposal ``i`` as its record's key (the run) and value, in the formats taken in turn,
         against the wallets taken in turn."""
-        run_id = self._run_of(i)
+        run_id = self.run_of(i)
         call_id = self.names.call_id(i)
         key = self.names.operation_key(i)
-        wallet_ids = self.names.wallet_ids
-        arguments = {"wallet_id": wallet_ids[i % len(wallet_ids)], "amount": AMOUNT,
-                     "currency": "EUR"}
+        arguments = self.arguments(i)
         fmt = self.config.formats[i % len(self.config.formats)]
         message: dict[str, Any] = {"run_id": run_id, "principal_id": PRINCIPAL, "tenant_id": TENANT}
         if fmt == "generic":

@@ -1,5 +1,6 @@
 """The run's load in order: a warm-up that is not measured, the ramp, step by step, until a
-rate is not sustainable, then the latency phase the headline p50/p99 come from.
+rate is not sustainable, then the latency phase the headline p50/p99 come from, then the client
+phase (the same measure through the thin client, as an agent sees it).
 
 The ramp goes first because the sustained rate is judged against a quiet stack: a latency
 phase beyond the sustainable rate leaves work behind that a drain does not see (calls whose
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bench.e2e.client_load import ClientLoad
 from bench.e2e.config import Config
 from bench.e2e.load import Load
 from bench.e2e.profiles import Profiler
@@ -55,17 +58,25 @@ class Phases:
         """The headline: ``latency_rate`` offered for ``latency_s`` on its own (judged like a
         step, cut short the same way if its backlog explodes), once the ramp's backlog has
         drained."""
-        if not self.config.latency_rate:
-            return
+        if self.config.latency_rate:
+            await self._fixed_rate("latency", self.config.latency_rate, self.load.generate)
+
+    async def client_phase(self, client: ClientLoad) -> None:
+        """``client_rate`` through the thin client for ``latency_s``, once the stack has
+        drained: what an agent waiting on ``Client.call`` sees."""
+        if self.config.client_rate:
+            await self._fixed_rate("client", self.config.client_rate, client.generate)
+
+    async def _fixed_rate(self, phase: str, rate: int,
+                          generate: Callable[[Step, float], Awaitable[None]]) -> None:
         drained = await self.quiet.drain()
         if not drained["drained"]:
-            self.warnings.append(f"the ramp had not drained after {drained['seconds']} s "
-                                 f"({drained['last_look']}); the latency phase starts on its "
+            self.warnings.append(f"the stack had not drained after {drained['seconds']} s "
+                                 f"({drained['last_look']}); the {phase} phase starts on its "
                                  "backlog")
-        step = Step(len(self.steps), self.config.latency_rate, self.config.latency_s,
-                    phase="latency")
+        step = Step(len(self.steps), rate, self.config.latency_s, phase=phase)
         self.steps.append(step)
-        await self.load.generate(step, step.planned_s)
+        await generate(step, step.planned_s)
         await self._after_grace(step)
         step.verdict = self._judge(step)
 

@@ -20,6 +20,11 @@ class Proposals:
         """When its ToolCallSettled arrived (NaN until then)."""
         self.t_set_occurred: list[float] = []
         """The settled announcement's own ``occurred_at``."""
+        self.t_returned: list[float] = []
+        """When ``Client.call`` returned its outcome, for proposals sent through the client
+        (NaN for raw ones, and until then)."""
+        self.client_status: dict[int, str] = {}
+        """The status each client call returned (``pending`` if it had not settled in time)."""
         self.status: list[str | None] = []
         self.settled_count: list[int] = []
         self.settled_statuses: dict[int, set[str]] = defaultdict(set)
@@ -35,10 +40,14 @@ class Proposals:
         """Records the next proposal as published now, in step ``step_index``."""
         self.t_pub.append(time.time())
         self.step_of.append(step_index)
-        for column in (self.t_acc, self.t_set, self.t_set_occurred):
+        for column in (self.t_acc, self.t_set, self.t_set_occurred, self.t_returned):
             column.append(math.nan)
         self.status.append(None)
         self.settled_count.append(0)
+
+    def client_ms(self, i: int) -> float:
+        """Publish to the client's returned outcome, in milliseconds; NaN without one."""
+        return (self.t_returned[i] - self.t_pub[i]) * 1000
 
     def latency_ms(self, i: int, *, inf_if_missing: bool = False) -> float:
         """Publish to settled, in milliseconds; NaN (or infinity) while unsettled."""

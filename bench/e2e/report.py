@@ -30,6 +30,9 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
                  if step["verdict"] else ""))
     print(f"  sustained {result['sustained_proposals_per_s']}/s; at "
           f"{result['latency_at_rate_per_s']}/s p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
+    if result.get("client_at_rate_per_s"):
+        print(f"  through the client at {result['client_at_rate_per_s']}/s: p50 "
+              f"{result['client_p50_ms']} ms, p99 {result['client_p99_ms']} ms")
     if budget := result.get("budget_at_sustained"):
         print("  per settled proposal at the sustained rate (measured / budget): " + ", ".join(
             f"{name} {line['measured']}/{line['budget']}{' OVER' if line['over'] else ''}"

@@ -31,6 +31,8 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
     best = max(sustainable, key=lambda s: s["offered_per_s"], default=None)
     headline = next((s for s in steps if s["phase"] == "latency"), None) or \
         min(steps, key=lambda s: abs(s["rate_per_s"] - HEADLINE_RATE), default=None)
+    client_step = next((s for s in steps if s["phase"] == "client"), None)
+    through_client = (client_step or {}).get("client_ms") or {}
     processes = process_figures(bench.meter, bench.timeline, cpu_end, peaks)
     measured_total = sum(p["cpu_s"] for n, p in processes.items() if n != "harness")
     python_services = {n: p["peak_rss_mb"] for n, p in processes.items()
@@ -49,6 +51,9 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         "accepted_p99_ms": headline and headline["accepted_ms"]["p99"],
         "latency_at_rate_per_s": headline and headline["rate_per_s"],
         "latency_phase_sustainable": headline and headline["sustainable"],
+        "client_p50_ms": through_client.get("p50"),
+        "client_p99_ms": through_client.get("p99"),
+        "client_at_rate_per_s": client_step and client_step["rate_per_s"],
         "headline_step": headline and headline["index"],
         "dbos_workflows_per_s": baselines.get("dbos_workflows_per_s"),
         "pgbench_tps": baselines.get("pgbench_tps"),

@@ -384,3 +384,10 @@ def test_the_collector_receives_otlp_where_the_services_send_it(compose):
     assert not any(dep == "otel-collector" and how.get("condition") == "service_healthy"
                    for s in compose["services"].values()
                    for dep, how in (s.get("depends_on") or {}).items())
+
+
+def test_the_mcp_gateway_waits_for_its_profile(compose):
+    """It refuses to start without a tokens file the user makes, which would fail the plain
+    `docker compose up --wait` of everything else: it starts only with `--profile mcp`."""
+    assert compose["services"]["mcp-gateway"].get("profiles") == ["mcp"]
+    assert [n for n, s in compose["services"].items() if s.get("profiles")] == ["mcp-gateway"]

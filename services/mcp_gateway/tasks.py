@@ -42,25 +42,27 @@ def wanted(meta: Mapping[str, Any] | None) -> bool:
 
 def created(outcome: Outcome) -> dict[str, Any]:
     """``CreateTaskResult``: flat, the task itself."""
-    return {"resultType": "task", **_task(outcome)}
+    return {"resultType": "task", **_task(outcome, task_id(outcome.handle))}
 
 
 class Tasks:
     def __init__(self, calls: Calls, poll_wait_s: float = 1.0) -> None:
         self._calls, self._poll_wait_s = calls, poll_wait_s
 
-    async def get(self, caller: Caller, task_id: str) -> dict[str, Any]:
+    async def get(self, caller: Caller, task: str) -> dict[str, Any]:
+        """The task as it is now, under the id it was asked by (the call's handle moves on as
+        its states are read; the task's id stays the one the client holds)."""
         try:
-            outcome = await self._calls.fetch(caller, _handle(task_id), self._poll_wait_s)
+            outcome = await self._calls.fetch(caller, _handle(task), self._poll_wait_s)
         except (ValueError, ValidationError, NotTheCallers):  # NotTheCallers is a ValueError
             raise MCPError(code=types.INVALID_PARAMS, message="unknown task") from None
-        task = {"resultType": "complete", **_task(outcome)}
+        polled = {"resultType": "complete", **_task(outcome, task)}
         if outcome.status not in results.LATER:
-            task["result"] = results.answer(outcome).model_dump(by_alias=True, mode="json",
-                                                                exclude_none=True)
-        return task
+            polled["result"] = results.answer(outcome).model_dump(by_alias=True, mode="json",
+                                                                  exclude_none=True)
+        return polled
 
-    async def cancel(self, caller: Caller, task_id: str) -> dict[str, Any]:
+    async def cancel(self, caller: Caller, task: str) -> dict[str, Any]:
         raise MCPError(code=types.INVALID_REQUEST, message=(
             "an intent cannot be cancelled: it settles, or its run's deadline expires it"))
 
@@ -73,10 +75,10 @@ def _handle(task: str) -> Handle:
     return Handle.model_validate_json(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
 
 
-def _task(outcome: Outcome) -> dict[str, Any]:
+def _task(outcome: Outcome, task: str) -> dict[str, Any]:
     later = outcome.status in results.LATER
     now = datetime.now(UTC).isoformat()
-    return {"taskId": task_id(outcome.handle), "status": "working" if later else "completed",
+    return {"taskId": task, "status": "working" if later else "completed",
             "statusMessage": results.LATER.get(outcome.status, outcome.status),
             "createdAt": _created(outcome.handle) or now, "lastUpdatedAt": now,
             "ttlMs": TTL_MS, "pollIntervalMs": POLL_MS}

@@ -137,8 +137,9 @@ async def poll(session, task_id: str) -> PolledTask:
 async def until_done(session, task_id: str, timeout: float = 90) -> types.CallToolResult:
     async with asyncio.timeout(timeout):
         while (polled := await poll(session, task_id)).status == "working":
+            assert polled.task_id == task_id, "a task polled under another id than its own"
             await asyncio.sleep((polled.poll_interval_ms or 500) / 1000)
-    assert polled.status == "completed", polled
+    assert polled.status == "completed" and polled.task_id == task_id, polled
     return types.CallToolResult.model_validate(polled.result, by_name=False)
 
 

@@ -47,6 +47,9 @@ class Config:
     baseline that signing and verifying are measured against."""
     latency_rate: int = HEADLINE_RATE
     latency_s: float = 60.0
+    preload: int = 0
+    """Settled proposals of history loaded after the fresh ramp, before the same ramp again
+    (``history``)."""
     client_rate: int = CLIENT_RATE
     """The client phase's rate (0: none): proposals through ``intentledger_client.Client``,
     for ``latency_s``."""
@@ -68,6 +71,9 @@ def parse_config(argv: list[str] | None = None) -> Config:
     parser.add_argument("--client-rate", type=int, default=CLIENT_RATE,
                         help="offered rate of the client phase, calls through the thin client "
                              "timed to their settled outcome, after the latency phase (0: none)")
+    parser.add_argument("--preload", type=int, default=0, metavar="N",
+                        help="after the ramp, load N settled proposals of history and run the "
+                             "ramp again on it (bench/e2e/history.py)")
     parser.add_argument("--grace-seconds", type=float, default=5.0,
                         help="a step is judged this long after it ended")
     parser.add_argument("--drain-seconds", type=float, help="longest wait for the stack to drain")
@@ -112,7 +118,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
         profile_s=args.profile_seconds,
         baselines=args.baselines if args.baselines is not None else not args.quick,
         quick=args.quick, unsigned=args.unsigned, latency_rate=args.latency_rate,
-        client_rate=args.client_rate,
+        client_rate=args.client_rate, preload=args.preload,
         latency_s=args.latency_seconds or step_s)
 
 

@@ -47,6 +47,8 @@ class Bench:
         self.problems: list[str] = []
         """What invalidates the run (it fails whatever the checks say)."""
         self.warnings: list[str] = []
+        self.history: dict[str, Any] | None = None
+        """What ``--preload`` loaded (``bench.e2e.history``), if asked."""
 
     async def run(self) -> dict[str, Any]:
         began = time.time()
@@ -88,6 +90,7 @@ class Bench:
             try:
                 await phases.warm_up()
                 await phases.ramp()
+                self.history = await phases.on_history(self.pool, self.names)
                 await phases.latency_phase()
                 await phases.client_phase(client)
                 drained = await quiet.drain()

@@ -1,6 +1,7 @@
 """The run's load in order: a warm-up that is not measured, the ramp, step by step, until a
-rate is not sustainable, then the latency phase the headline p50/p99 come from, then the client
-phase (the same measure through the thin client, as an agent sees it).
+rate is not sustainable; with ``--preload``, a seed copied into a history and the ramp again on
+it; then the latency phase the headline p50/p99 come from, then the client phase (the same
+measure through the thin client, as an agent sees it).
 
 The ramp goes first because the sustained rate is judged against a quiet stack: a latency
 phase beyond the sustainable rate leaves work behind that a drain does not see (calls whose
@@ -14,9 +15,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
+
 from bench.e2e.client_load import ClientLoad
 from bench.e2e.config import Config
+from bench.e2e.history import copy_history, seed_marker
 from bench.e2e.load import Load
+from bench.e2e.names import RunNames
 from bench.e2e.profiles import Profiler
 from bench.e2e.proposals import Proposals
 from bench.e2e.quiet import Quiet
@@ -24,6 +29,9 @@ from bench.e2e.steps import Step, judge
 
 WARMUP_RATE = 20
 WARMUP_SETTLE_S = 60
+SEED_RATE = 20
+SEED_PROPOSALS = 400
+"""The proposals of ``--preload``'s seed, copied into the history (at most ``--preload``)."""
 
 
 class Phases:
@@ -54,6 +62,25 @@ class Phases:
                                  f"proposals settled within {WARMUP_SETTLE_S} s; is every "
                                  "service running?")
 
+    async def on_history(self, pool: asyncpg.Pool, names: RunNames) -> dict[str, Any] | None:
+        """``--preload N``: a seed of the run's own proposals through the stack, copied into N
+        settled proposals of history (``history``), then the ramp again on that ledger."""
+        if not self.config.preload:
+            return None
+        await self._drained("seed")
+        since = await seed_marker(pool)
+        count = min(self.config.preload, SEED_PROPOSALS)
+        seed = Step(len(self.steps), SEED_RATE, count / SEED_RATE, phase="seed")
+        self.steps.append(seed)
+        await self.load.generate(seed, seed.planned_s)
+        await self._after_grace(seed)
+        seed.verdict = self._judge(seed)
+        await self._drained("history copy")
+        loaded = await copy_history(pool, names, since, seed.last - seed.first,
+                                    self.config.preload)
+        await self.ramp(phase="history")
+        return loaded
+
     async def latency_phase(self) -> None:
         """The headline: ``latency_rate`` offered for ``latency_s`` on its own (judged like a
         step, cut short the same way if its backlog explodes), once the ramp's backlog has
@@ -69,23 +96,19 @@ class Phases:
 
     async def _fixed_rate(self, phase: str, rate: int,
                           generate: Callable[[Step, float], Awaitable[None]]) -> None:
-        drained = await self.quiet.drain()
-        if not drained["drained"]:
-            self.warnings.append(f"the stack had not drained after {drained['seconds']} s "
-                                 f"({drained['last_look']}); the {phase} phase starts on its "
-                                 "backlog")
+        await self._drained(phase)
         step = Step(len(self.steps), rate, self.config.latency_s, phase=phase)
         self.steps.append(step)
         await generate(step, step.planned_s)
         await self._after_grace(step)
         step.verdict = self._judge(step)
 
-    async def ramp(self) -> None:
+    async def ramp(self, phase: str = "ramp") -> None:
         """Step by step through ``rates``, each judged while the next runs; stops at the first
         step that is not sustainable."""
         previous: Step | None = None
         for rate in self.config.rates:
-            step = Step(len(self.steps), rate, self.config.step_s)
+            step = Step(len(self.steps), rate, self.config.step_s, phase=phase)
             self.steps.append(step)
             tasks = [asyncio.create_task(self.load.generate(step, step.planned_s))]
             if previous is not None:
@@ -102,6 +125,13 @@ class Phases:
         if last.verdict is None:
             await self._after_grace(last)
             last.verdict = self._judge(last)
+
+    async def _drained(self, phase: str) -> None:
+        drained = await self.quiet.drain()
+        if not drained["drained"]:
+            self.warnings.append(f"the stack had not drained after {drained['seconds']} s "
+                                 f"({drained['last_look']}); the {phase} phase starts on its "
+                                 "backlog")
 
     async def _judge_later(self, step: Step, following: Step) -> None:
         """Judge ``step`` ``grace_s`` after it ended (its last proposals had time to settle);

@@ -30,6 +30,12 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
                  if step["verdict"] else ""))
     print(f"  sustained {result['sustained_proposals_per_s']}/s; at "
           f"{result['latency_at_rate_per_s']}/s p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
+    if history := result.get("history"):
+        print(f"  history: {history['proposals']} settled proposals preloaded "
+              f"({history['rows_copied_total']} rows, {history['copy_s']} s, "
+              f"{history['database_size']}); sustained on it "
+              f"{result['sustained_on_history_per_s']}/s, "
+              f"{result['history_vs_fresh']}x the fresh ledger's")
     if result.get("client_at_rate_per_s"):
         print(f"  through the client at {result['client_at_rate_per_s']}/s: p50 "
               f"{result['client_p50_ms']} ms, p99 {result['client_p99_ms']} ms")

@@ -27,8 +27,8 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
     steps = [step_figures(step, hops, bench.proposals, bench.timeline, bench.meter)
              for step in bench.steps]
     bench.warnings.extend(_other_load_warnings(steps))
-    sustainable = [s for s in steps if s["sustainable"] and s["phase"] == "ramp"]
-    best = max(sustainable, key=lambda s: s["offered_per_s"], default=None)
+    best = _sustained(steps, "ramp")
+    on_history = _sustained(steps, "history")
     headline = next((s for s in steps if s["phase"] == "latency"), None) or \
         min(steps, key=lambda s: abs(s["rate_per_s"] - HEADLINE_RATE), default=None)
     client_step = next((s for s in steps if s["phase"] == "client"), None)
@@ -59,6 +59,10 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         "pgbench_tps": baselines.get("pgbench_tps"),
         "baselines": baselines,
         "budget_at_sustained": best and best["budget"],
+        "history": bench.history,
+        "sustained_on_history_per_s": on_history["rate_per_s"] if on_history else None,
+        "history_vs_fresh": round(on_history["rate_per_s"] / best["rate_per_s"], 2)
+        if on_history and best else None,
         "sustained_vs_dbos": round(best["rate_per_s"] / baselines["dbos_workflows_per_s"], 2)
         if best and baselines.get("dbos_workflows_per_s") else None,
         "max_python_service_rss_mb": max(python_services.values(), default=None),
@@ -73,7 +77,7 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
                      "rule": "sustainable: p99 of the step's second half (unsettled = late) "
                              "within max_p99_ms, backlog at its end within max_backlog_s of "
                              "its rate, and the generator kept up"},
-        "config": {"rates": config.rates, "step_s": config.step_s,
+        "config": {"rates": config.rates, "step_s": config.step_s, "preload": config.preload,
                    "calls_per_run": config.calls_per_run,
                    "active_runs": config.active_runs, "wallets": config.wallets,
                    "formats": config.formats, "replicas": config.replicas,
@@ -96,6 +100,13 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
     }
     result["passed"] = bool(result["passed"])
     return result
+
+
+def _sustained(steps: list[dict[str, Any]], phase: str) -> dict[str, Any] | None:
+    """The highest sustainable step of a ramp (``ramp``: the fresh ledger's; ``history``: the
+    ramp again after ``--preload``)."""
+    sustainable = [s for s in steps if s["sustainable"] and s["phase"] == phase]
+    return max(sustainable, key=lambda s: s["offered_per_s"], default=None)
 
 
 def _other_load_warnings(steps: list[dict[str, Any]]) -> list[str]:

@@ -16,13 +16,14 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from intentledger_client import Client, Handle, to_openai_tool_messages
+from intentledger_client import Handle, to_openai_tool_messages
 from intentledger_client.topics import partition_for
 
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults
 from shared.topology import RESULTS_PARTITIONS
-from tests.support.identities import fresh_principal, local
+from tests.support.agents import agent
+from tests.support.identities import fresh_principal
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.dispatch import attempts, running_warehouse_on
@@ -46,12 +47,6 @@ APPROVED_DEBITS = {"capability_ttl_seconds": 120, "rules": [
     {"name": "debits-need-a-person", "principals": ["agent-*"], "tenants": ["acme"],
      "tools": ["wallet.debit"], "effect": "require_approval",
      "approval": {"quorum": 1, "approvers": ["operator:*"], "ttl_seconds": 600}}]}
-
-
-def agent(stage, principal: str) -> Client:
-    return Client(stage.endpoints.kafka_bootstrap, principal_id=principal, tenant_id="acme",
-                  signing_key=local().signing_key(principal), results_family=stage.results,
-                  proposals_topic=stage.proposals)
 
 
 def function_call(call_id: str, name: str, arguments: dict) -> dict:

@@ -9,7 +9,8 @@ keeps in the checkpointed ``AIMessage``: a node re-executed on resume, or a grap
 checkpoint, is answered with the same intent's outcome. The run is ``run_id`` if given, else the
 ``thread_id`` of the graph's configuration. The tool answers a ``ToolMessage`` whose content is
 ``pairing.content`` of the outcome (``status="error"`` for a denied or failed call, so the model
-sees it as one, with its reason code) and whose ``artifact`` is the ``Outcome``, never sent to
+sees it as one, with its reason code) and whose ``artifact`` is the ``Outcome`` as JSON (any
+checkpointer stores it; ``Outcome.model_validate(message.artifact)`` reads it back), never sent to
 the model.
 
 A call awaiting approval is told to the model as such, unless ``approval`` says what to do with
@@ -72,7 +73,8 @@ def _structured_tool(tool: LedgerTool, run_id: str | None,
         outcome = await tool.call(run, tool_call_id, arguments)
         if outcome.status == "awaiting_approval" and approval is not None:
             outcome = await approval(tool, outcome)
-        return ToolMessage(content=content(outcome), artifact=outcome, tool_call_id=tool_call_id,
+        return ToolMessage(content=content(outcome), artifact=outcome.model_dump(mode="json"),
+                           tool_call_id=tool_call_id,
                            name=tool.name, status="error" if is_error(outcome) else "success")
 
     return LedgerStructuredTool(name=tool.name, description=tool.description,

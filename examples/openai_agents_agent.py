@@ -23,26 +23,35 @@ import sys
 import uuid
 from pathlib import Path
 
-from agents import Agent, RunConfig, Runner
+from agents import Agent, Model, RunConfig, Runner, RunResult
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from intentledger_client import Client
 from intentledger_client.frameworks.openai_agents import function_tools
-from intentledger_client.tools import CATALOG
+from intentledger_client.tools import CATALOG, ToolDefinition
+
+
+async def pay(client: Client, catalog: list[ToolDefinition], run_id: str, model: Model,
+              request: str = "Pay the order.") -> RunResult:
+    """The agent: the registry's tools, calling through the client; one run of it."""
+    shop = Agent(name="shop", instructions="Pay what the user asks for.", model=model,
+                 tools=function_tools(client, catalog, run_id=run_id))
+    return await Runner.run(shop, request, run_config=RunConfig(tracing_disabled=True))
+
+
+def one_debit(wallet_id: str, amount: str) -> ScriptedModel:
+    return ScriptedModel([
+        [function_call("wallet_debit", {"wallet_id": wallet_id, "amount": amount,
+                                        "currency": "EUR"}, call_id="call_pay")],
+        [assistant_message("Paid.")]])
 
 
 async def main(args: argparse.Namespace) -> int:
     bootstrap = os.environ.get("INTENTLEDGER_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     catalog = CATALOG.validate_json(Path(args.catalog).read_text())
-    model = ScriptedModel([
-        [function_call("wallet_debit", {"wallet_id": args.wallet, "amount": args.amount,
-                                        "currency": "EUR"}, call_id="call_pay")],
-        [assistant_message("Paid.")]])
     async with Client(bootstrap, principal_id=args.principal, tenant_id=args.tenant,
                       signing_key=args.signing_key) as client:
-        shop = Agent(name="shop", instructions="Pay what the user asks for.", model=model,
-                     tools=function_tools(client, catalog, run_id=args.run))
-        result = await Runner.run(shop, "Pay the order.", run_config=RunConfig(tracing_disabled=True))
+        result = await pay(client, catalog, args.run, one_debit(args.wallet, args.amount))
     for item in result.new_items:
         print(f"{item.type}: {getattr(item, 'output', '')}")
     print(result.final_output)

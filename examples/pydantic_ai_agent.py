@@ -20,13 +20,14 @@ import sys
 import uuid
 from pathlib import Path
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRunResult
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from intentledger_client import Client
 from intentledger_client.frameworks.pydantic_ai import ledger_toolset
-from intentledger_client.tools import CATALOG
+from intentledger_client.tools import CATALOG, ToolDefinition
 
 
 def one_debit(wallet_id: str, amount: str) -> FunctionModel:
@@ -40,14 +41,19 @@ def one_debit(wallet_id: str, amount: str) -> FunctionModel:
     return FunctionModel(model)
 
 
+async def pay(client: Client, catalog: list[ToolDefinition], run_id: str, model: Model,
+              request: str = "Pay the order.") -> AgentRunResult[str]:
+    """The agent (any model), its tools the registry's through the client, for one run."""
+    shop = Agent(model, instructions="Pay what the user asks for.")
+    return await shop.run(request, toolsets=[ledger_toolset(client, catalog, run_id=run_id)])
+
+
 async def main(args: argparse.Namespace) -> int:
     bootstrap = os.environ.get("INTENTLEDGER_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     catalog = CATALOG.validate_json(Path(args.catalog).read_text())
-    shop = Agent(one_debit(args.wallet, args.amount), instructions="Pay what the user asks for.")
     async with Client(bootstrap, principal_id=args.principal, tenant_id=args.tenant,
                       signing_key=args.signing_key) as client:
-        result = await shop.run("Pay the order.",
-                                toolsets=[ledger_toolset(client, catalog, run_id=args.run)])
+        result = await pay(client, catalog, args.run, one_debit(args.wallet, args.amount))
     print(result.output)
     return 0
 

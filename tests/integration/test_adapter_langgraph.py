@@ -9,10 +9,8 @@ approves it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
-from pathlib import Path
 
 import pytest
 from intentledger_client import Outcome
@@ -22,20 +20,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from tests.support.agents import agent, tool_catalog
+from tests.support.examples import example
 from tests.support.pipeline import answer, approve
 from tests.support.pipeline_stack import pipeline
 from tests.support.wallet import balance, debits, new_wallet
 
 pytestmark = pytest.mark.infra
-
-
-def example():
-    """examples/langgraph_agent.py, as a module (examples/ is no package)."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "langgraph_agent.py"
-    spec = importlib.util.spec_from_file_location("langgraph_agent_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tool_messages(state: dict) -> dict[str, ToolMessage]:
@@ -44,7 +34,8 @@ def tool_messages(state: dict) -> dict[str, ToolMessage]:
 
 async def test_a_tool_call_takes_effect_once_a_reexecuted_node_is_a_duplicate_and_denials_say_why(
         payer_stage, pool):
-    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example()
+    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
+        "langgraph_agent.py")
     wallet_id = await new_wallet(pool, 10_000)
     model = graphs.recorded_model(graphs.debit_call("call_pay", wallet_id, "40.00"),
                                   graphs.debit_call("call_blocked", "blocked-1", "1.00"),
@@ -71,7 +62,8 @@ async def test_a_tool_call_takes_effect_once_a_reexecuted_node_is_a_duplicate_an
 
 async def test_a_call_awaiting_approval_interrupts_the_graph_and_resumes_once_approved(
         payer_stage, pool):
-    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example()
+    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
+        "langgraph_agent.py")
     wallet_id = await new_wallet(pool, 10_000)
     model = graphs.recorded_model(graphs.debit_call("call_big", wallet_id, "80.00"),  # over the cap
                                   AIMessage("paid"))

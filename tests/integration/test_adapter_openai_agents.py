@@ -1,9 +1,10 @@
 """The OpenAI Agents SDK adapter (``intentledger_client.frameworks.openai_agents``) on the whole
-pipeline, on real Kafka and PostgreSQL, the agent driven by the SDK's own offline model
-(``agents.testing.ScriptedModel``: no network, no API key): the model's debit takes effect once
-and it reads the settled result; the same turn run again (a worker restarted mid-turn replays
-it, with the model's call ids) is answered from the one intent, paying nothing more; a debit
-the policy denies reaches the model with its reason code."""
+pipeline, on real Kafka and PostgreSQL, in the agent of ``examples/openai_agents_agent.py``
+driven by the SDK's own offline model (``agents.testing.ScriptedModel``: no network, no API
+key): the model's debit takes effect once and it reads the settled result; the same turn run
+again (a worker restarted mid-turn replays it, with the model's call ids) is answered from the
+one intent, paying nothing more; a debit the policy denies reaches the model with its reason
+code."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ import json
 import uuid
 
 import pytest
-from agents import Agent, RunConfig, Runner
 from agents.testing import ScriptedModel, assistant_message, function_call
-from intentledger_client.frameworks.openai_agents import function_tools
 
 from tests.support.agents import agent, tool_catalog
+from tests.support.examples import example
 from tests.support.pipeline_stack import pipeline
 from tests.support.wallet import balance, debits, new_wallet
 
 pytestmark = pytest.mark.infra
-OFFLINE = RunConfig(tracing_disabled=True)
 
 
 def turn(wallet_id: str) -> list:
@@ -41,14 +40,12 @@ def outputs(model: ScriptedModel) -> dict[str, dict]:
 async def test_a_tool_call_takes_effect_once_a_replay_is_a_duplicate_and_denials_say_why(
         payer_stage, pool):
     stage, run = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}"
+    shop = example("openai_agents_agent.py")
     wallet_id = await new_wallet(pool, 10_000)
     first, replayed = ScriptedModel(turn(wallet_id)), ScriptedModel(turn(wallet_id))
     async with pipeline(stage), agent(stage, payer_stage.payer) as client:
-        tools = function_tools(client, tool_catalog(stage), run_id=run, wait=120)
-        result = await Runner.run(Agent(name="shop", model=first, tools=tools), "pay",
-                                  run_config=OFFLINE)
-        again = await Runner.run(Agent(name="shop", model=replayed, tools=tools), "pay",
-                                 run_config=OFFLINE)
+        result = await shop.pay(client, tool_catalog(stage), run, first)
+        again = await shop.pay(client, tool_catalog(stage), run, replayed)
     first.assert_complete()
     seen, seen_again = outputs(first), outputs(replayed)
     assert result.final_output == "done" and again.final_output == "done"

@@ -1,9 +1,10 @@
 """The Pydantic AI adapter (``intentledger_client.frameworks.pydantic_ai``) on the whole pipeline,
-on real Kafka and PostgreSQL, the agent driven by Pydantic AI's own ``FunctionModel`` (no
-network; real model requests are disallowed): the model's debit takes effect once and it reads
-the settled result; the model calling it again under the same tool-call id (Pydantic AI's retry
-of a call) is answered as the duplicate it is, paying nothing more; a debit the policy denies
-reaches the model as a failed tool result with its reason code."""
+on real Kafka and PostgreSQL, in the agent of ``examples/pydantic_ai_agent.py`` driven by
+Pydantic AI's own ``FunctionModel`` (no network; real model requests are disallowed): the
+model's debit takes effect once and it reads the settled result; the model calling it again
+under the same tool-call id (Pydantic AI's retry of a call) is answered as the duplicate it is,
+paying nothing more; a debit the policy denies reaches the model as a failed tool result with
+its reason code."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ import uuid
 import pydantic_ai.models
 import pytest
 from intentledger_client import Outcome
-from intentledger_client.frameworks.pydantic_ai import ledger_toolset
-from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tests.support.agents import agent, tool_catalog
+from tests.support.examples import example
 from tests.support.pipeline_stack import pipeline
 from tests.support.wallet import balance, debits, new_wallet
 
@@ -52,8 +52,8 @@ async def test_a_tool_call_takes_effect_once_a_retry_is_a_duplicate_and_denials_
     stage, run = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}"
     wallet_id = await new_wallet(pool, 10_000)
     async with pipeline(stage), agent(stage, payer_stage.payer) as client:
-        toolset = ledger_toolset(client, tool_catalog(stage), run_id=run, wait=120)
-        result = await Agent(FunctionModel(scripted(wallet_id))).run("pay", toolsets=[toolset])
+        result = await example("pydantic_ai_agent.py").pay(
+            client, tool_catalog(stage), run, FunctionModel(scripted(wallet_id)), "pay")
     paid, retried, denied = returns(result.all_messages())
     assert result.output == "done"
     assert (paid.outcome, paid.content["status"], paid.content["result"]["balance_minor"]) == (

@@ -241,7 +241,7 @@ def test_a_handle_survives_a_round_trip_through_json() -> None:
     assert Handle.model_validate_json(handle.model_dump_json()) == handle
 
 
-async def test_a_settled_status_this_client_does_not_know_ends_the_wait_as_failed_with_a_reason(
+async def test_a_settled_status_this_client_does_not_know_ends_the_wait_as_needing_review(
         ) -> None:
     """A newer ledger's status must not leave the call (or an MCP task) waiting for ever."""
     routes = router()
@@ -251,7 +251,7 @@ async def test_a_settled_status_this_client_does_not_know_ends_the_wait_as_faile
     newer["payload"]["status"] = "PARTIALLY_SUCCEEDED"
     routes.route(11, json.dumps(newer).encode())
     outcome = await call.wait(timeout=1)
-    assert (outcome.status, outcome.reason_code) == ("failed", "settled_status_unknown")
+    assert (outcome.status, outcome.reason_code) == ("needs_review", "settled_status_unknown")
     assert "whether it took effect is not known" in json.loads(content(outcome))["note"]
 
 

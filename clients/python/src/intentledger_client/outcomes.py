@@ -6,8 +6,7 @@ the call settles. An outcome folds them into the five things an agent loop branc
 
 - ``succeeded``: the effect happened; ``result`` holds the tool's validated result fields;
 - ``failed``: it did not happen, or was given back (FAILED, EXPIRED, COMPENSATED); see
-  ``reason_code``. Except ``settled_status_unknown``: the ledger settled it in a status this
-  client's contract does not know, so whether it took effect is not known (``routing``);
+  ``reason_code``;
 - ``denied``: it was refused before anything happened, by the intake (``ProposalRejected``) or by
   the policy (DENIED); see ``reason_code`` (``retry_after_s`` for a rate limit);
 - ``awaiting_approval``: it waits for people before it may take effect (nothing has happened);

@@ -54,7 +54,7 @@ def content(outcome: Outcome) -> str:
         shown["retry_after_s"] = outcome.answer.retry_after_s
     if outcome.approval is not None:
         shown["approval"] = approval_shown(outcome.approval)
-    if (note := NOTES.get(outcome.status) or REASON_NOTES.get(outcome.reason_code or "")):
+    if (note := REASON_NOTES.get(outcome.reason_code or "") or NOTES.get(outcome.status)):
         shown["note"] = note
     return json.dumps(shown, sort_keys=True)
 

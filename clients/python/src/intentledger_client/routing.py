@@ -202,15 +202,16 @@ def _known(model: type[BaseModel], payload: object) -> object:
 
 def _readable(model: type[BaseModel], payload: object) -> object:
     """A settled state in a status this client's contract does not know (a ledger speaking a
-    newer contract) is read as FAILED with reason ``settled_status_unknown``: its call ends
-    with a reason instead of waiting for ever for a state it could never read, and the model
-    is told that whether it took effect is not known (``pairing``)."""
+    newer contract) is read as MANUAL_REVIEW with reason ``settled_status_unknown``: its call
+    ends instead of waiting for ever for a state it could never read, as ``needs_review``,
+    never ``failed`` (whether it took effect is not known, and an agent told "failed" may
+    propose it again under another key); the model is told so (``pairing``)."""
     if model is not ToolCallSettled or not isinstance(payload, dict):
         return payload
     status: Any = payload.get("status")
     if not isinstance(status, str) or status in _STATUSES:
         return payload
-    return {**payload, "status": "FAILED", "reason_code": UNKNOWN_STATUS}
+    return {**payload, "status": "MANUAL_REVIEW", "reason_code": UNKNOWN_STATUS}
 
 
 def _parsed(value: bytes | None) -> tuple[str | None, object]:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from intentledger_client import Handle, Outcome
+from intentledger_client import Client, Handle, Outcome
 from pydantic import ValidationError
 
 from services.mcp_gateway import results
@@ -48,18 +48,17 @@ class Calls:
         """``stated_key``: the key the caller gave among the arguments (``_meta``'s wins)."""
         key = _text((meta or {}).get(OPERATION_KEY_META)) or stated_key
         run_id = _text((meta or {}).get(RUN_META)) or run_for(caller, key)
-        client = await self._clients.of(caller)
         call_id = f"mcp-{uuid.uuid4().hex}"
-        return await self._detached(client.call(run_id, tool, arguments, call_id=call_id,
-                                                operation_key=key, wait=self._wait_s))
+        return await self._detached(caller, lambda client: client.call(
+            run_id, tool, arguments, call_id=call_id, operation_key=key, wait=self._wait_s))
 
     async def fetch(self, caller: Caller, handle: Handle, wait: float | None = None) -> Outcome:
         """What an earlier call came to, by its handle; the caller's own tenant's calls only
         (``NotTheCallers``): its client reads no other tenant's answers."""
         if handle.tenant_id != caller.tenant_id:
             raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
-        client = await self._clients.of(caller)
-        outcome = await self._detached(client.wait(handle, timeout=wait or self._wait_s))
+        outcome = await self._detached(caller, lambda client: client.wait(
+            handle, timeout=wait or self._wait_s))
         if outcome.answer is not None and outcome.answer.principal_id != caller.principal_id:
             raise NotTheCallers("a handle of another principal's call")
         return outcome
@@ -72,9 +71,15 @@ class Calls:
         except (ValidationError, NotTheCallers):
             return results.refused("handle_invalid", "not a handle an earlier call returned")
 
-    async def _detached(self, work) -> Outcome:
-        """Awaited by the handler, but not cancelled with it."""
-        task = asyncio.ensure_future(work)
+    async def _detached(self, caller: Caller,
+                        work: Callable[[Client], Awaitable[Outcome]]) -> Outcome:
+        """Awaited by the handler, but not cancelled with it; the caller's client stays open
+        until it is done."""
+        async def with_client() -> Outcome:
+            async with self._clients.using(caller) as client:
+                return await work(client)
+
+        task = asyncio.ensure_future(with_client())
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         return await asyncio.shield(task)

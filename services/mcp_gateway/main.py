@@ -50,7 +50,8 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
         clients = Clients(settings.kafka_endpoint, gateway_id=gateway.principal_id,
                           key=key, options={"results_family": gateway.results_family,
                                             "proposals_topic": gateway.proposals_topic,
-                                            "kafka_options": configured().client_kwargs()})
+                                            "kafka_options": configured().client_kwargs()},
+                          idle_s=gateway.client_idle_s, max_open=gateway.max_clients)
         calls = Calls(clients, gateway.wait_s)
         server = mcp_server(load_registry(gateway.tools_file), lambda: policy.current, calls,
                             local)

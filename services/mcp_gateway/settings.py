@@ -51,3 +51,8 @@ class GatewaySettings(BaseSettings):
     that starts this process (no HTTP, no token); unset: streamable HTTP."""
     wait_s: float = Field(default=25.0, gt=0)
     """How long a ``tools/call`` waits for the settled outcome before answering pending."""
+    client_idle_s: float = Field(default=300.0, gt=0)
+    """A caller's ledger client (Kafka connections, a reader per partition) unused this long
+    is closed; the caller's next call opens one again."""
+    max_clients: int = Field(default=256, ge=1)
+    """Open ledger clients beyond this many: the least recently used idle ones are closed."""

@@ -9,20 +9,20 @@ awaiting approval, and its handle settles once a person approves."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from functools import partial
-from pathlib import Path
 
 import pytest
-from intentledger_client import Client, Handle, to_openai_tool_messages
+from intentledger_client import Handle, to_openai_tool_messages
 from intentledger_client.topics import partition_for
 
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults
 from shared.topology import RESULTS_PARTITIONS
-from tests.support.identities import fresh_principal, local
+from tests.support.agents import agent
+from tests.support.examples import example as load_example
+from tests.support.identities import fresh_principal
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.dispatch import attempts, running_warehouse_on
@@ -46,12 +46,6 @@ APPROVED_DEBITS = {"capability_ttl_seconds": 120, "rules": [
     {"name": "debits-need-a-person", "principals": ["agent-*"], "tenants": ["acme"],
      "tools": ["wallet.debit"], "effect": "require_approval",
      "approval": {"quorum": 1, "approvers": ["operator:*"], "ttl_seconds": 600}}]}
-
-
-def agent(stage, principal: str) -> Client:
-    return Client(stage.endpoints.kafka_bootstrap, principal_id=principal, tenant_id="acme",
-                  signing_key=local().signing_key(principal), results_family=stage.results,
-                  proposals_topic=stage.proposals)
 
 
 def function_call(call_id: str, name: str, arguments: dict) -> dict:
@@ -187,17 +181,8 @@ async def _debited(pool, wallet_id: str, expected: int) -> bool:
     return bool(await wait_for(done, timeout=120))
 
 
-def example_loop():
-    """examples/agent_loop.py, as a module (examples/ is no package)."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
-    spec = importlib.util.spec_from_file_location("agent_loop_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_the_example_loop_runs_to_the_models_answer_in_words(stage, pool):
-    example = example_loop()
+    example = load_example("agent_loop.py")
     principal, run = fresh_principal(), f"run-{uuid.uuid4().hex[:10]}"
     wallet_id = await new_wallet(pool, 10_000)
     sku, order_id = f"SKU-{uuid.uuid4().hex[:10]}", f"tenant/acme/o-{uuid.uuid4().hex[:10]}"

@@ -23,7 +23,8 @@ from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.callers import Caller
 from tests.conftest import ROOT
 from tests.support.identities import fresh_principal, local
-from tests.support.mcp_gateway import ISSUER, key_meta, mcp, policy, running_gateway
+from tests.support.agents import policy
+from tests.support.mcp_gateway import ISSUER, key_meta, mcp, running_gateway
 from tests.support.pipeline import answer, approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.wallet import balance, debits, new_wallet

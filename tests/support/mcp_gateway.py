@@ -29,25 +29,10 @@ from services.mcp_gateway.settings import OPERATION_KEY_META, GatewaySettings
 from services.mcp_gateway.tasks import EXTENSION
 from shared.config import Settings
 from tests.support.dispatch import Stage
+from tests.support.agents import policy
 from tests.support.identities import fresh_principal, local
 
 ISSUER = "https://issuer.test"
-CAP = 5_000  # 50.00 EUR: above it a debit waits for finance's approval
-
-
-def policy(payer: str, stocker: str) -> dict:
-    """``payer`` debits acme's wallets (not the blocked ones; above the cap with finance's
-    approval); ``stocker`` reserves inventory and nothing else."""
-    return {"capability_ttl_seconds": 120, "rules": [
-        {"name": "blocked-wallets", "principals": [payer], "tenants": ["acme"],
-         "tools": ["wallet.debit"], "resource_path": "wallet_id",
-         "resources": ["tenant/acme/blocked-*"], "effect": "deny"},
-        {"name": "debits", "principals": [payer], "tenants": ["acme"], "tools": ["wallet.debit"],
-         "resource_path": "wallet_id", "resources": ["tenant/acme/*"], "effect": "allow",
-         "max_amount_minor": CAP, "currency": "EUR", "over_cap": "require_approval",
-         "approval": {"quorum": 1, "approvers": ["finance:*"], "ttl_seconds": 600}},
-        {"name": "holds", "principals": [stocker], "tenants": ["acme"],
-         "tools": ["inventory.*"], "effect": "allow"}]}
 
 
 @dataclass

@@ -21,6 +21,12 @@ CLIENT_PROJECT = tomllib.loads((CLIENT / "pyproject.toml").read_text("utf-8"))["
 ALLOWED = {"aiokafka", "pydantic", "joserfc", "intentledger_client"}
 OPTIONAL = {"opentelemetry"}
 """Imported only if the agent has it (``tracing.py``)."""
+FRAMEWORKS = {"openai_agents.py": {"agents"}, "langchain.py": {"langchain_core"},
+              "langgraph.py": {"langgraph"}, "pydantic_ai.py": {"pydantic_ai"}}
+"""The adapters (``intentledger_client.frameworks``): each imports its framework, installed by
+the extra of the same name, and nothing else outside the package's dependencies."""
+EXTRAS = {"openai-agents": {"openai-agents"}, "langchain": {"langchain-core"},
+          "langgraph": {"langchain-core", "langgraph"}, "pydantic-ai": {"pydantic-ai-slim"}}
 
 
 def _pins(requirements: list[str]) -> dict[str, str]:
@@ -43,17 +49,48 @@ def test_the_client_pins_what_the_server_pins_and_nothing_more() -> None:
     assert {name: server[name] for name in client} == client
 
 
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        names |= {a.name for a in node.names} if isinstance(node, ast.Import) else \
+            {node.module} if isinstance(node, ast.ImportFrom) and node.module and not node.level \
+            else set()
+    return {n.split(".")[0] for n in names} - ALLOWED - set(sys.stdlib_module_names)
+
+
+def _framework_of(path: Path) -> set[str]:
+    return FRAMEWORKS.get(path.name, set()) if path.parent.name == "frameworks" else set()
+
+
 def test_the_client_imports_only_its_dependencies_and_the_standard_library() -> None:
-    strangers = set()
-    for path in (CLIENT / "src").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level \
-                else []
-            strangers |= {n.split(".")[0] for n in names} - ALLOWED - set(sys.stdlib_module_names)
+    strangers = {(path.name, name) for path in (CLIENT / "src").rglob("*.py")
+                 for name in _imported(path) - _framework_of(path)}
     literal = {m for path in (CLIENT / "src").rglob("*.py")
                for m in re.findall(r'import_module\("([a-z_]+)', path.read_text("utf-8"))}
     assert strangers == set() and literal <= OPTIONAL
+    adapters = {path.name for path in (CLIENT / "src" / "intentledger_client" / "frameworks").glob("*.py")}
+    assert adapters >= set(FRAMEWORKS)
+
+
+def test_each_framework_is_an_extra_pinned_exactly_and_the_base_install_pulls_none() -> None:
+    extras = CLIENT_PROJECT["optional-dependencies"]
+    for extra, dists in EXTRAS.items():
+        assert set(_pins(extras[extra])) == dists and len(extras[extra]) == len(dists), extra
+    base = set(_pins(CLIENT_PROJECT["dependencies"]))
+    assert not base & set().union(*EXTRAS.values())
+    imported = subprocess.run(  # importing the package (and its frameworks package) loads none
+        [sys.executable, "-c", "import sys, intentledger_client, intentledger_client.frameworks."
+         "ledger; print(sorted({m.split('.')[0] for m in sys.modules} & "
+         f"set({sorted(set().union(*FRAMEWORKS.values()))!r})))"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert imported.stdout.strip() == "[]"
+
+
+def test_the_server_tests_install_every_framework_extra() -> None:
+    """So CI runs the adapters' end-to-end tests (``make install`` installs ``.[test]``)."""
+    wanted = next(r for r in SERVER["optional-dependencies"]["test"]
+                  if r.startswith("intentledger-client["))
+    assert set(re.findall(r"\[([^]]*)]", wanted)[0].split(",")) == set(EXTRAS) - {"langchain"}
 
 
 def test_the_client_says_it_is_typed() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from intentledger_client.contracts import (ProposalOutcome, ToolCallAwaitingApproval,
                                            ToolCallSettled)
 from intentledger_client.outcomes import Handle
+from intentledger_client.pairing import content
 from intentledger_client.routing import Call, Router
 
 RUN, CALL = "run-1", "call_1"
@@ -238,3 +239,27 @@ def test_a_handle_survives_a_round_trip_through_json() -> None:
                     logical_call_id=INTENT, operation_key="order-7:debit", partition=2, offset=41,
                     settled_after=40)
     assert Handle.model_validate_json(handle.model_dump_json()) == handle
+
+
+async def test_a_settled_status_this_client_does_not_know_ends_the_wait_as_needing_review(
+        ) -> None:
+    """A newer ledger's status must not leave the call (or an MCP task) waiting for ever."""
+    routes = router()
+    call, proposal = waiting(routes)
+    routes.route(10, answer(proposal=proposal))
+    newer = json.loads(settled("SUCCEEDED"))
+    newer["payload"]["status"] = "PARTIALLY_SUCCEEDED"
+    routes.route(11, json.dumps(newer).encode())
+    outcome = await call.wait(timeout=1)
+    assert (outcome.status, outcome.reason_code) == ("needs_review", "settled_status_unknown")
+    assert "whether it took effect is not known" in json.loads(content(outcome))["note"]
+
+
+async def test_a_settled_state_with_no_status_at_all_is_nobodys_answer() -> None:
+    routes = router()
+    call, proposal = waiting(routes)
+    routes.route(10, answer(proposal=proposal))
+    broken = json.loads(settled("SUCCEEDED"))
+    del broken["payload"]["status"]
+    routes.route(11, json.dumps(broken).encode())
+    assert (await call.wait(timeout=0.05)).status == "pending"

@@ -17,6 +17,7 @@ from typing import Any
 
 from intentledger_client.contracts import ToolCallAwaitingApproval
 from intentledger_client.outcomes import Outcome
+from intentledger_client.routing import UNKNOWN_STATUS
 
 NOTES = {
     "pending": "The call is recorded but has not settled yet. Do not assume it happened or "
@@ -31,6 +32,12 @@ NOTES = {
                     "it cannot take effect twice.",
 }
 """Ours, for the statuses that are not an answer yet; never text from a tool."""
+REASON_NOTES = {
+    UNKNOWN_STATUS: "The ledger settled this call in a state this client does not know (a newer "
+                    "ledger): whether it took effect is not known. Do not propose it again under "
+                    "another operation key; tell the user a person must check it.",
+}
+"""Ours, for the reasons this client gives itself."""
 
 
 def content(outcome: Outcome) -> str:
@@ -47,8 +54,8 @@ def content(outcome: Outcome) -> str:
         shown["retry_after_s"] = outcome.answer.retry_after_s
     if outcome.approval is not None:
         shown["approval"] = approval_shown(outcome.approval)
-    if outcome.status in NOTES:
-        shown["note"] = NOTES[outcome.status]
+    if (note := REASON_NOTES.get(outcome.reason_code or "") or NOTES.get(outcome.status)):
+        shown["note"] = note
     return json.dumps(shown, sort_keys=True)
 
 

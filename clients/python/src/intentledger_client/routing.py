@@ -14,13 +14,14 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
 from intentledger_client.contracts import (OUTCOME_OF, TOOL_CALL_AWAITING_APPROVAL,
                                            TOOL_CALL_SETTLED, Announcement, ProposalOutcome,
-                                           ToolCallAwaitingApproval, ToolCallSettled)
+                                           SettledStatus, ToolCallAwaitingApproval,
+                                           ToolCallSettled)
 from intentledger_client.outcomes import Handle, Outcome, outcome_of
 
 RECENT_STATES = 4096
@@ -28,6 +29,11 @@ RECENT_STATES = 4096
 intake answer, a duplicate's from the original's) after the state went by."""
 ANNOUNCED: dict[str, type[ToolCallSettled] | type[ToolCallAwaitingApproval]] = {
     TOOL_CALL_SETTLED: ToolCallSettled, TOOL_CALL_AWAITING_APPROVAL: ToolCallAwaitingApproval}
+
+
+UNKNOWN_STATUS = "settled_status_unknown"
+"""The reason of a settled state whose status this client's contract does not know."""
+_STATUSES = frozenset(get_args(SettledStatus))
 
 
 class Call:
@@ -136,7 +142,7 @@ class Router:
                     if (call.handle.run_id, call.handle.call_id) == (answer.run_id, answer.call_id):
                         self._offer(call, answer)
             elif (model := ANNOUNCED.get(event_type or "")) is not None:
-                state = model.model_validate(_known(model, payload))
+                state = model.model_validate(_known(model, _readable(model, payload)))
                 if only is None:
                     self._remember(offset, state)
                 intent = state.logical_call_id
@@ -192,6 +198,20 @@ def _known(model: type[BaseModel], payload: object) -> object:
     if not isinstance(payload, dict):
         return payload
     return {name: value for name, value in payload.items() if name in model.model_fields}
+
+
+def _readable(model: type[BaseModel], payload: object) -> object:
+    """A settled state in a status this client's contract does not know (a ledger speaking a
+    newer contract) is read as MANUAL_REVIEW with reason ``settled_status_unknown``: its call
+    ends instead of waiting for ever for a state it could never read, as ``needs_review``,
+    never ``failed`` (whether it took effect is not known, and an agent told "failed" may
+    propose it again under another key); the model is told so (``pairing``)."""
+    if model is not ToolCallSettled or not isinstance(payload, dict):
+        return payload
+    status: Any = payload.get("status")
+    if not isinstance(status, str) or status in _STATUSES:
+        return payload
+    return {**payload, "status": "MANUAL_REVIEW", "reason_code": UNKNOWN_STATUS}
 
 
 def _parsed(value: bytes | None) -> tuple[str | None, object]:

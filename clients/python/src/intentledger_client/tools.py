@@ -56,12 +56,18 @@ class NotExportable(ValueError):
 
 def export(definitions: Iterable[ToolDefinition], format: Format) -> list[dict[str, Any]]:
     """One provider tool definition per tool, in the catalogue's order."""
+    return [_SHAPES[format](tool, name) for name, tool in named(definitions, format)]
+
+
+def named(definitions: Iterable[ToolDefinition], format: Format) -> list[tuple[str, ToolDefinition]]:
+    """Each tool with the name the provider's model calls it by (the framework adapters give
+    their tools these names too), refusing what no tool definition can express."""
     tools = list(definitions)
     versions = Counter(tool.name for tool in tools)
     if several := sorted(name for name, count in versions.items() if count > 1):
         raise NotExportable(f"{', '.join(several)}: the deployment runs several versions; a "
                             "proposal must state tool_version, which a tool definition cannot")
-    return [_SHAPES[format](tool, name_for(tool, format)) for tool in tools]
+    return [(name_for(tool, format), tool) for tool in tools]
 
 
 def name_for(tool: ToolDefinition, format: Format) -> str:

@@ -149,6 +149,26 @@ async def test_a_duplicate_follows_the_originals_intent_and_asks_to_look_back_on
     assert duplicates == [call]
 
 
+async def test_a_duplicate_on_a_partition_read_from_its_start_looks_back_only_for_another_run(
+) -> None:
+    """Placed at offset 0 (an empty partition, or a handle resumed from the start), a call is
+    offered every record of its run's partition: the original's states on it come anyway. An
+    original of another run was answered on another partition, which must be looked back on."""
+    duplicates: list[Call] = []
+    routes = router(duplicates)
+    for run_of_intent in (RUN, "run-0"):
+        call = Call(Handle(tenant_id="acme", run_id=RUN, call_id=CALL, proposal_id=None),
+                    settle=True)
+        routes.register(call)
+        call.placed(partition=1, offset=0)
+        proposal = uuid.uuid4()
+        routes.sent(call, proposal)
+        routes.route(2, answer("duplicate", proposal=proposal, state="VALIDATED",
+                               intent_run_id=run_of_intent))
+        routes.unregister(call)
+    assert len(duplicates) == 1 and duplicates[0].handle.intent_run_id == "run-0"
+
+
 async def test_with_settle_false_the_intakes_answer_is_enough() -> None:
     routes = router()
     call, proposal = waiting(routes, settle=False)

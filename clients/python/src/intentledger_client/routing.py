@@ -51,11 +51,16 @@ class Call:
         self.catch_ups: set[asyncio.Task[None]] = set()
         """Re-reads of what went by before it was registered, for it: stopped with it."""
         self.closed = False
+        self.read_from_start = False
+        """Every record of its run's partition is (or will be) offered to it: it was placed at
+        offset 0 (a resumed handle read again from the start, or a partition still empty).
+        A duplicate's original, answered on that partition, then needs no look-back."""
 
     def placed(self, partition: int, offset: int | None) -> None:
         """Its answers are on ``partition``, from ``offset`` on (None: where the handle says)."""
-        self.handle = self.handle.model_copy(update={
-            "partition": partition, "offset": self.handle.offset if offset is None else offset})
+        offset = self.handle.offset if offset is None else offset
+        self.handle = self.handle.model_copy(update={"partition": partition, "offset": offset})
+        self.read_from_start = offset == 0
 
     def sent(self, proposal_id: uuid.UUID) -> list[ProposalOutcome]:
         """The producer's acknowledgement: from now on only answers to this record count.
@@ -159,11 +164,10 @@ class Router:
     def _offer(self, call: Call, answer: ProposalOutcome) -> None:
         if call.closed:
             return  # a re-read's record for a call that stopped waiting
-        looked_back = call.handle.offset == 0
         if call.take_answer(answer) and answer.logical_call_id is not None:
             self._follow(call, answer.logical_call_id)
             elsewhere = answer.intent_run_id not in (None, call.handle.run_id)
-            if answer.outcome == "duplicate" and (elsewhere or not looked_back):
+            if answer.outcome == "duplicate" and (elsewhere or not call.read_from_start):
                 self._on_duplicate(call)
 
     def _follow(self, call: Call, intent: uuid.UUID) -> None:

@@ -21,6 +21,7 @@ from shared.identity.principals import PrincipalsWatcher
 from shared.tools import load_registry
 from tests.support.identities import signature
 from tests.support.intake import generic, new_run
+from tests.support.statements import counted
 
 pytestmark = pytest.mark.infra
 REGISTRY = Path(__file__).parents[2] / "config" / "tools.example.yaml"
@@ -92,18 +93,10 @@ async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, inta
 
 
 async def _statements(pool, intake: Intake, messages: list[dict]) -> int:
-    queries: list[str] = []
-
-    def logged(record) -> None:
-        queries.append(record.query)
-
     async with UnitOfWork(pool, SCHEMA) as uow:
-        uow.connection.add_query_logger(logged)
-        try:
+        with counted(uow.connection) as queries:
             await intake.take_all(uow, [_signed(m) for m in messages])
             await uow.commit()
-        finally:
-            uow.connection.remove_query_logger(logged)
     return len(queries)
 
 

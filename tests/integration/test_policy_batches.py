@@ -21,6 +21,7 @@ from shared.identity import capability_keys
 from shared.identity.principals import PrincipalsWatcher
 from shared.messaging.envelope import Envelope
 from shared.policy.watcher import PolicyWatcher
+from tests.support.statements import counted
 from tests.unit.policy.builders import REGISTRY, debit, intent
 
 pytestmark = pytest.mark.infra
@@ -114,20 +115,13 @@ async def test_a_batch_gets_the_verdicts_its_intents_get_one_by_one(pool, handle
 
 async def test_a_batch_takes_as_many_statements_for_one_intent_as_for_twenty(pool, handler):
     async def statements(count: int) -> int:
-        principal, queries = f"agent-{uuid.uuid4().hex[:10]}", []
-
-        def logged(record) -> None:
-            queries.append(record.query)
-
+        principal = f"agent-{uuid.uuid4().hex[:10]}"
         async with UnitOfWork(pool, SCHEMA) as uow:
-            uow.connection.add_query_logger(logged)
-            try:
+            with counted(uow.connection) as queries:
                 await handler.decide_all(uow, [_accepted(debit(
                     "1.00", principal=principal, deadline_at=datetime.now(UTC) + timedelta(hours=1)))
                     for _ in range(count)])
                 await uow.commit()
-            finally:
-                uow.connection.remove_query_logger(logged)
         return len(queries)
 
     assert await statements(1) == await statements(20)

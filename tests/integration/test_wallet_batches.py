@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from downstreams.wallet.answers import Lookup, answer, answer_lookup
-from downstreams.wallet.batch_book import BatchBook, RaceLost
+from downstreams.wallet.batch_book import BatchBook
+from shared.downstream.batch_keys import RaceLost
 from downstreams.wallet.book import SqlBook
 from downstreams.wallet.repository import SCHEMA
 from shared.config import Settings
@@ -21,6 +22,7 @@ from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
 from tests.support.capabilities import capability_for
+from tests.support.statements import counted
 from tests.support.wallet import debit, new_wallet
 
 pytestmark = pytest.mark.infra
@@ -135,15 +137,12 @@ async def test_a_batch_answers_and_writes_what_its_requests_one_by_one_do(pool, 
 
 async def test_a_batch_takes_as_many_statements_for_one_request_as_for_twenty(pool, check):
     async def statements(count: int) -> int:
-        wallet, queries = await new_wallet(pool, 100_000), []
+        wallet = await new_wallet(pool, 100_000)
         asked = [_request(f"run-{uuid.uuid4().hex[:8]}", f"op-{uuid.uuid4().hex[:12]}",
                           debit(wallet, 100)) for _ in range(count)]
         async with pool.acquire() as conn:
-            conn.add_query_logger(queries.append)
-            try:
+            with counted(conn) as queries:
                 await _as_a_batch(conn, asked, check)
-            finally:
-                conn.remove_query_logger(queries.append)
         return len(queries)
 
     assert await statements(1) == await statements(20)

@@ -6,8 +6,8 @@ record is read (identity, shape) without a table; the rate buckets are spent for
 at once (``rates.spend_all``); the runs the calls name are locked and the intents holding
 their keys or call ids read, in one statement each; then every call is decided in delivery
 order against that state as the earlier calls of the batch left it (a key taken, a run's
-count and cost raised), by the same rules (``run_checks``, ``Outcomes.taken``); and the new
-runs, the intents and the runs' counters are written in three statements.
+count and cost raised), by the same rules (``run_checks``, ``Outcomes.taken``); and the
+buckets, the new runs, the intents and the runs' counters are written in one statement.
 
 What no read can foresee is a concurrent transaction (another replica) taking a key, a call
 id or a run between our read and our insert: the insert waits for it and comes back short.
@@ -68,16 +68,17 @@ async def take_batch(intake: Intake, uow: UnitOfWork, raws: list[RawProposal],
                      settings: IntakeSettings) -> None:
     records = [_read(intake, raw) for raw in raws]
     spending = [record for record in records if record.proposals]
-    throttles = await rates.spend_all(uow.connection, [
-        rates.Spending(r.proposals[0].tenant_id, r.proposals[0].principal_id, len(r.proposals))
-        for r in spending], settings)
-    for record, throttled in zip(spending, throttles, strict=True):
-        if throttled is not None:
-            _outcomes(intake, record).throttled(record.proposals, throttled.message,
-                                                throttled.retry_after_s)
-            record.proposals = ()
-    if any(record.proposals for record in records):
-        await _take_calls(intake, uow, records)
+    if spending:
+        spent = await rates.spend_all(uow.connection, [
+            rates.Spending(r.proposals[0].tenant_id, r.proposals[0].principal_id,
+                           len(r.proposals)) for r in spending], settings)
+        for record, throttled in zip(spending, spent.answers, strict=True):
+            if throttled is not None:
+                _outcomes(intake, record).throttled(record.proposals, throttled.message,
+                                                    throttled.retry_after_s)
+                record.proposals = ()
+        ledger = await _take_calls(intake, uow, records)
+        await ledger.write(uow.connection, spent.written_back(1))
     for record in records:
         for topic, envelope in record.answers:
             uow.emit(topic, envelope)
@@ -96,7 +97,7 @@ def _outcomes(intake: Intake, record: _Record) -> Outcomes:
     return intake.outcomes(record, record.raw, record.traceparent)
 
 
-async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -> None:
+async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -> _Ledger:
     named: list[tuple[_Record, ToolCallProposal, Named]] = []
     for record in records:
         for proposal in record.proposals:
@@ -105,7 +106,7 @@ async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -
             except Rejection as rejection:
                 _outcomes(intake, record).rejected(proposal, rejection.code, rejection.message)
     if not named:
-        return
+        return _Ledger({}, {}, set())
     conn = uow.connection
     runs = {RunKey(row["tenant_id"], row["run_id"]): dict(row) for row in
             await repository.runs_for_update(conn, [RunKey.of(p) for _, p, _ in named])}
@@ -119,7 +120,7 @@ async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -
         outcomes = _outcomes(intake, record)
         with outcomes.refusing_failures(proposal, name):  # ``decide`` changes nothing if it raises
             ledger.decide(intake, outcomes, proposal, name, record.proposer)
-    await ledger.write(conn)
+    return ledger
 
 
 class _Ledger:
@@ -175,12 +176,12 @@ class _Ledger:
         self._runs[key] = run
         self._created.append(key)
 
-    async def write(self, conn) -> None:
-        """Three statements; short inserts mean another transaction got there first."""
-        if self._created and await repository.create_runs(
-                conn, [self._runs[key] for key in self._created]) != len(self._created):
+    async def write(self, conn, buckets: tuple[str, list]) -> None:
+        """One statement with the rate ``buckets``; a new run starts with its counters as the
+        batch left them. Short inserts mean another transaction got there first."""
+        created = set(self._created)
+        inserted = await repository.record_batch(
+            conn, [self._runs[key] for key in self._created], self._intents,
+            {key: added for key, added in self._added.items() if key not in created}, buckets)
+        if inserted != (len(self._created), len(self._intents)):
             raise RaceLost("a concurrent intake transaction took a run or key of this batch")
-        if self._intents:
-            if await repository.insert_intents(conn, self._intents) != len(self._intents):
-                raise RaceLost("a concurrent intake transaction took a run or key of this batch")
-            await repository.count_calls(conn, self._added)

@@ -18,6 +18,7 @@ who claims another tenant cannot spend that tenant's budget.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
@@ -76,20 +77,40 @@ class Spending:
     calls: int
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What a batch's messages were told, and the buckets' new state, to be written back in
+    the same transaction (``written_back``: a CTE the caller's write statement takes)."""
+
+    answers: list[Throttled | None]
+    buckets: dict[tuple[str, str], float]
+    now: datetime
+
+    def written_back(self, first: int) -> tuple[str, list]:
+        keys = sorted(self.buckets)
+        return (f"buckets AS (UPDATE {SCHEMA}.rate_buckets AS b SET tokens = w.tokens,"
+                f" refreshed_at = ${first + 3} FROM unnest(${first}::text[], ${first + 1}::text[],"
+                f" ${first + 2}::float8[]) AS w(tenant_id, principal_id, tokens)"
+                " WHERE b.tenant_id = w.tenant_id AND b.principal_id = w.principal_id)",
+                [[t for t, _ in keys], [p for _, p in keys], [self.buckets[k] for k in keys],
+                 self.now])
+
+
 async def spend(conn: asyncpg.Connection, tenant_id: str, principal_id: str, calls: int,
                 settings: IntakeSettings) -> Throttled | None:
     """Take ``calls`` tokens from both buckets, or none and say which bucket is short."""
-    return (await spend_all(conn, [Spending(tenant_id, principal_id, calls)], settings))[0]
+    spent = await spend_all(conn, [Spending(tenant_id, principal_id, calls)], settings)
+    cte, arguments = spent.written_back(1)
+    await conn.execute(f"WITH {cte} SELECT 1", *arguments)
+    return spent.answers[0]
 
 
 async def spend_all(conn: asyncpg.Connection, spendings: list[Spending],
-                    settings: IntakeSettings) -> list[Throttled | None]:
-    """``spend`` for a batch of messages, in order, in two statements whatever their number:
+                    settings: IntakeSettings) -> Spent:
+    """``spend`` for a batch of messages, in order, in one statement whatever their number:
     every bucket they draw on is locked at once (sorted by tenant, then principal, the
-    tenant's own bucket first: one order for every taker, so no deadlock), each message then
-    spends from what the ones before it left, and the buckets are written back once."""
-    if not spendings:
-        return []
+    tenant's own bucket first: one order for every taker, so no deadlock), and each message
+    spends from what the ones before it left. The caller writes ``Spent`` back."""
     rates = {s.tenant_id: rates_for(s.tenant_id, settings) for s in spendings}
     bursts = {(t, TENANT_BUCKET): rates[t][0].burst for t in rates}
     bursts |= {(s.tenant_id, s.principal_id): rates[s.tenant_id][1].burst for s in spendings}
@@ -111,13 +132,7 @@ async def spend_all(conn: asyncpg.Connection, spendings: list[Spending],
         rate = tenant if key[1] == TENANT_BUCKET else principal
         elapsed = max((now - row["refreshed_at"]).total_seconds(), 0.0)
         available[key] = min(rate.burst, row["tokens"] + rate.per_second * elapsed)
-    answers = [_spent(available, s, rates[s.tenant_id]) for s in spendings]
-    await conn.execute(
-        f"UPDATE {SCHEMA}.rate_buckets AS b SET tokens = w.tokens, refreshed_at = $4"
-        "  FROM unnest($1::text[], $2::text[], $3::float8[]) AS w(tenant_id, principal_id, tokens)"
-        " WHERE b.tenant_id = w.tenant_id AND b.principal_id = w.principal_id",
-        [t for t, _ in keys], [p for _, p in keys], [available[key] for key in keys], now)
-    return answers
+    return Spent([_spent(available, s, rates[s.tenant_id]) for s in spendings], available, now)
 
 
 def _spent(available: dict[tuple[str, str], float], spending: Spending,

@@ -56,18 +56,41 @@ def new_run(proposal, limits: RunLimits) -> dict:
 
 
 _RUN_COLUMNS = ("run_id", "tenant_id", "principal_id", "deadline_at", "max_calls", "max_attempts",
-                "cost_limit_minor", "currency")
-_RUN_TYPES = ("text", "text", "text", "timestamptz", "int4", "int4", "int8", "text")
+                "cost_limit_minor", "currency", "call_count", "cost_spent_minor")
+_RUN_TYPES = ("text", "text", "text", "timestamptz", "int4", "int4", "int8", "text", "int4", "int8")
 
 
 async def create_runs(conn: asyncpg.Connection, runs: list[dict]) -> int:
     """Insert the runs no one created meanwhile; how many were inserted."""
-    arrays = ", ".join(f"${n}::{kind}[]" for n, kind in enumerate(_RUN_TYPES, 1))
-    rows = await conn.fetch(
-        f"INSERT INTO {SCHEMA}.runs ({', '.join(_RUN_COLUMNS)}) SELECT * FROM unnest({arrays}) "
-        "ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING 1",
-        *([run[column] for run in runs] for column in _RUN_COLUMNS))
-    return len(rows)
+    return len(await conn.fetch(_runs_inserted(1), *_run_values(runs)))
+
+
+def _runs_inserted(first: int) -> str:
+    arrays = ", ".join(f"${n}::{kind}[]" for n, kind in enumerate(_RUN_TYPES, first))
+    return (f"INSERT INTO {SCHEMA}.runs ({', '.join(_RUN_COLUMNS)}) SELECT * FROM unnest({arrays}) "
+            "ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING 1")
+
+
+def _run_values(runs: list[dict]) -> list[list]:
+    return [[run[column] for run in runs] for column in _RUN_COLUMNS]
+
+
+async def record_batch(conn: asyncpg.Connection, runs: list[dict], intents: list[Intent],
+                       added: dict[RunKey, tuple[int, int]], also: tuple[str, list]) -> tuple[int, int]:
+    """A batch's writes in one statement: the new ``runs`` (with their counters as the batch
+    left them), the ``intents``, what the batch ``added`` to existing runs' counters, and the
+    caller's ``also`` (a CTE and its arguments, from ``$1``). Returns how many runs and
+    intents were new: fewer than given when another transaction took them first."""
+    cte, arguments = also
+    runs_from = len(arguments) + 1
+    intents_from = runs_from + len(_RUN_COLUMNS)
+    counted_from = intents_from + len(_INTENT_COLUMNS)
+    row = await conn.fetchrow(
+        f"WITH {cte}, r AS ({_runs_inserted(runs_from)}), i AS ({_intents_inserted(intents_from)}),"
+        f" c AS ({_calls_counted(counted_from)})"
+        " SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM i) AS intents",
+        *arguments, *_run_values(runs), *_intent_values(intents), *_count_values(added))
+    return row["runs"], row["intents"]
 
 
 async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
@@ -100,32 +123,46 @@ async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: in
 _INTENT_COLUMNS = ("logical_call_id", "operation_key", "run_id", "provider", "provider_call_id",
                    "tool_name", "tool_version", "arguments_hash", "canonical_arguments",
                    "principal_id", "tenant_id")
+_INTENT_TYPES = {"logical_call_id": "uuid", "canonical_arguments": "jsonb"}
 
 
 async def insert_intents(conn: asyncpg.Connection, intents: list[Intent]) -> int:
-    """Insert in operation key order (two takers wait on shared keys in one order); how many
-    were new: fewer than given when a key or a (tenant, run, provider call id) was taken."""
+    """How many were new: fewer than given when a key or a (tenant, run, provider call id) was
+    taken."""
+    return len(await conn.fetch(_intents_inserted(1), *_intent_values(intents)))
+
+
+def _intents_inserted(first: int) -> str:
+    """In operation key order (``_intent_values``): two takers wait on shared keys in one order."""
+    arrays = ", ".join(f"${n}::{_INTENT_TYPES.get(column, 'text')}[]"
+                       for n, column in enumerate(_INTENT_COLUMNS, first))
+    columns = ", ".join(_INTENT_COLUMNS)
+    return (f"INSERT INTO {SCHEMA}.logical_calls ({columns}, state, version) "
+            f"SELECT {columns}, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
+            " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1")
+
+
+def _intent_values(intents: list[Intent]) -> list[list]:
     ordered = sorted(intents, key=lambda intent: intent.operation_key)
     values = [[getattr(intent, column) for intent in ordered] for column in _INTENT_COLUMNS]
     values[_INTENT_COLUMNS.index("canonical_arguments")] = [
         json.dumps(intent.canonical_arguments) for intent in ordered]
-    types = {"logical_call_id": "uuid", "canonical_arguments": "jsonb"}
-    arrays = ", ".join(f"${n}::{types.get(column, 'text')}[]"
-                       for n, column in enumerate(_INTENT_COLUMNS, 1))
-    columns = ", ".join(_INTENT_COLUMNS)
-    rows = await conn.fetch(
-        f"INSERT INTO {SCHEMA}.logical_calls ({columns}, state, version) "
-        f"SELECT {columns}, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
-        " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1", *values)
-    return len(rows)
+    return values
 
 
 async def count_calls(conn: asyncpg.Connection, added: dict[RunKey, tuple[int, int]]) -> None:
     """Add (calls, cost in minor units) to each run's counters."""
-    await conn.execute(
-        f"UPDATE {SCHEMA}.runs r SET call_count = r.call_count + a.calls, "
-        "cost_spent_minor = r.cost_spent_minor + a.cost "
-        "FROM unnest($1::text[], $2::text[], $3::int4[], $4::int8[]) AS a(tenant_id, run_id, calls, cost)"
-        " WHERE r.tenant_id = a.tenant_id AND r.run_id = a.run_id",
-        [key.tenant_id for key in added], [key.run_id for key in added],
-        [calls for calls, _ in added.values()], [cost for _, cost in added.values()])
+    await conn.execute(_calls_counted(1), *_count_values(added))
+
+
+def _calls_counted(first: int) -> str:
+    return (f"UPDATE {SCHEMA}.runs r SET call_count = r.call_count + a.calls, "
+            "cost_spent_minor = r.cost_spent_minor + a.cost "
+            f"FROM unnest(${first}::text[], ${first + 1}::text[], ${first + 2}::int4[], "
+            f"${first + 3}::int8[]) AS a(tenant_id, run_id, calls, cost)"
+            " WHERE r.tenant_id = a.tenant_id AND r.run_id = a.run_id")
+
+
+def _count_values(added: dict[RunKey, tuple[int, int]]) -> list[list]:
+    return [[key.tenant_id for key in added], [key.run_id for key in added],
+            [calls for calls, _ in added.values()], [cost for _, cost in added.values()]]

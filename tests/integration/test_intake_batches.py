@@ -163,7 +163,7 @@ async def test_a_batch_spends_the_buckets_as_its_messages_one_by_one_would(pool,
 
     together, one_by_one = f"t{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
     async with pool.acquire() as conn, conn.transaction():
-        batch = await rates.spend_all(conn, spendings(together), settings(together))
+        batch = (await rates.spend_all(conn, spendings(together), settings(together))).answers
     singly = []
     for spending in spendings(one_by_one):
         async with pool.acquire() as conn, conn.transaction():

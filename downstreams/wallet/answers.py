@@ -32,19 +32,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from downstreams.wallet.contracts import DebitArguments, WalletReason
+from downstreams.wallet.book import Book
 from downstreams.wallet.effects import ARGUMENTS, apply
-from downstreams.wallet.repository import SCHEMA
 from shared import faults
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested, ReceiptStatus
 from shared.contracts.tenants import TenantId
 from shared.downstream.capability_check import CapabilityCheck, CapabilityReason
-from shared.downstream.fences import admit
-from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
-                                                release_key, request_hash)
+from shared.downstream.idempotent_write import request_hash
 from shared.ids import new_event_id
 from shared.runs import RunKey
 
@@ -62,13 +59,13 @@ class Lookup(BaseModel):
     logical_call_id: uuid.UUID
 
 
-async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested,
+async def answer(book: Book, run_id: str, request: EffectRequested,
                  check: CapabilityCheck) -> EffectReceipt:
     """Settle the key at most once; every later request under it gets the recorded answer."""
     await faults.hit("wallet.delay")
-    if not await admit(conn, SCHEMA, RunKey(request.tenant_id, run_id), request.fence):
+    if not await book.admit(RunKey(request.tenant_id, run_id), request.fence):
         return _receipt(request, "stale", reason=WalletReason.STALE_FENCE)
-    claim = await claim_key(conn, SCHEMA, request.operation_key, _intent_hash(request))
+    claim = await book.claim(request.operation_key, intent_hash(request))
     if claim.status == "replay":
         return _replayed(request, claim.response)
     if claim.status == "reused":
@@ -76,21 +73,21 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
     refused = check.refusal(request)
     arguments = refused or await _admissible(request)
     if isinstance(arguments, StrEnum):
-        await release_key(conn, SCHEMA, request.operation_key)
+        await book.release(request.operation_key)
         return _rejected(request, arguments)
-    result, reason = await apply(conn, request, arguments)
+    result, reason = await apply(book, request, arguments)
     receipt = _rejected(request, reason) if reason else _receipt(
         request, "applied", result=result, receipt_id=new_event_id())
-    await record_response(conn, SCHEMA, request.operation_key, receipt.model_dump(mode="json"))
+    await book.record(request.operation_key, receipt.model_dump(mode="json"))
     return receipt
 
 
-async def answer_lookup(conn: asyncpg.Connection, lookup: Lookup) -> EffectReceipt:
+async def answer_lookup(book: Book, lookup: Lookup) -> EffectReceipt:
     """The recorded answer (``replayed``), ``not_found`` if never settled, or ``stale``."""
     await faults.hit("wallet.lookup_delay")
-    if not await admit(conn, SCHEMA, RunKey(lookup.tenant_id, lookup.run_id), lookup.fence):
+    if not await book.admit(RunKey(lookup.tenant_id, lookup.run_id), lookup.fence):
         return _receipt(lookup, "stale", reason=WalletReason.STALE_FENCE)
-    response = await recorded_response(conn, SCHEMA, lookup.operation_key)
+    response = await book.recorded(lookup.operation_key)
     return _replayed(lookup, response) if response else _receipt(lookup, "not_found")
 
 
@@ -114,7 +111,7 @@ async def _admissible(request: EffectRequested) -> DebitArguments | WalletReason
     return arguments
 
 
-def _intent_hash(request: EffectRequested) -> str:
+def intent_hash(request: EffectRequested) -> str:
     """What the intent is; attempt, fence, deadline and reply topic vary between its attempts."""
     return request_hash({"tool_name": request.tool_name, "tool_version": request.tool_version,
                          "canonical_arguments": request.canonical_arguments})

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
-from downstreams.wallet import repository as repo
+from downstreams.wallet.book import Book
 from downstreams.wallet.contracts import DebitArguments, RefundArguments, WalletReason
 from downstreams.wallet.domain import debit_refusal, refund_refusal
 from shared import faults
@@ -27,20 +25,20 @@ Applied = tuple[dict[str, Any] | None, WalletReason | None]
 """(result, None) when applied, (None, reason) when the wallet's rules refuse."""
 
 
-async def apply(conn: asyncpg.Connection, request: EffectRequested,
+async def apply(book: Book, request: EffectRequested,
                 arguments: DebitArguments) -> Applied:
     if isinstance(arguments, RefundArguments):
-        return await _refund(conn, request, arguments)
-    return await _debit(conn, request, arguments)
+        return await _refund(book, request, arguments)
+    return await _debit(book, request, arguments)
 
 
-async def _debit(conn: asyncpg.Connection, request: EffectRequested, args: DebitArguments) -> Applied:
-    wallet = await repo.wallet_for_update(conn, args.wallet_id)
+async def _debit(book: Book, request: EffectRequested, args: DebitArguments) -> Applied:
+    wallet = await book.wallet(args.wallet_id)
     if reason := debit_refusal(wallet, args.amount, args.currency):
         return None, reason
     debit_id = str(new_event_id())
-    await repo.insert_debit(conn, debit_id, wallet, args.amount, request)
-    balance = await repo.change_balance(conn, wallet, -args.amount)
+    await book.add_debit(debit_id, wallet, args.amount, request)
+    balance = await book.change_balance(wallet, -args.amount)
     result: dict[str, Any] = {"debit_id": debit_id, "balance_minor": balance}
     try:
         await faults.hit("wallet.echo_memo")
@@ -49,12 +47,12 @@ async def _debit(conn: asyncpg.Connection, request: EffectRequested, args: Debit
     return result, None
 
 
-async def _refund(conn: asyncpg.Connection, request: EffectRequested, args: RefundArguments) -> Applied:
-    wallet = await repo.wallet_for_update(conn, args.wallet_id)
-    debit = await repo.debit_for_update(conn, args.debit_id) if wallet else None
+async def _refund(book: Book, request: EffectRequested, args: RefundArguments) -> Applied:
+    wallet = await book.wallet(args.wallet_id)
+    debit = await book.debit(args.debit_id) if wallet else None
     if reason := refund_refusal(wallet, debit, args.amount, args.currency):
         return None, reason
     refund_id = str(new_event_id())
-    await repo.insert_refund(conn, refund_id, debit, args.amount, request)
-    balance = await repo.change_balance(conn, wallet, args.amount)
+    await book.add_refund(refund_id, debit, args.amount, request)
+    balance = await book.change_balance(wallet, args.amount)
     return {"refund_id": refund_id, "balance_minor": balance}, None

@@ -38,6 +38,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from downstreams.wallet.answers import Lookup, answer, answer_lookup
+from downstreams.wallet.book import SqlBook
 from shared import faults
 from shared.downstream.capability_check import CapabilityCheck
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
@@ -96,7 +97,7 @@ async def post_effect(request: web.Request) -> web.StreamResponse:
     run_id = _run_id(fields.pop("run_id"))
     effect = _valid(EffectRequested, await _body(request) | fields, SEND_HEADERS)
     async with request.app[POOL].acquire() as conn, conn.transaction():
-        receipt = await answer(conn, run_id, effect, request.app[CHECK])
+        receipt = await answer(SqlBook(conn), run_id, effect, request.app[CHECK])
     try:
         await faults.hit("wallet.http.after_commit_drop_response")
     except faults.ResponseDropped:
@@ -111,7 +112,7 @@ async def get_effect(request: web.Request) -> web.StreamResponse:
     fields = _headers(request, CALL_HEADERS) | {"operation_key": request.match_info["operation_key"]}
     lookup = _valid(Lookup, fields, CALL_HEADERS)
     async with request.app[POOL].acquire() as conn, conn.transaction():
-        return _answered(await answer_lookup(conn, lookup))
+        return _answered(await answer_lookup(SqlBook(conn), lookup))
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:

@@ -34,12 +34,12 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
     check = CapabilityCheck(capability_keys.public_keys(settings))
     service = ConsumerService(
         name="wallet", schema=SCHEMA,
-        routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}, WalletInbox(check)),
+        routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}),
         writes=(wallet_settings.reply_topic,),
-        crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size)
+        crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size, set_wise=True)
     http_api = None if wallet_settings.http_port is None else partial(
         serving, check=check, host=wallet_settings.http_host, port=wallet_settings.http_port)
-    return await serve(service, settings,
+    return await serve(service, settings, WalletInbox(check).answer_all,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=http_api,

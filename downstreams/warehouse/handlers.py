@@ -1,5 +1,7 @@
 """Answering effect and lookup requests: one transaction holds the fence check, the key row,
-the domain write and the receipt (written to the outbox).
+the domain write and the receipt (written to the outbox), for a whole consumed batch at once:
+its rows are locked, read and written through a ``BatchBook`` in a constant number of
+statements, and its requests decided in delivery order.
 
 Fault points (docs/design.md §6, enabled through ``shared.faults``):
 
@@ -23,59 +25,60 @@ import asyncpg
 from pydantic import ValidationError
 
 from downstreams.warehouse import repository as repo
+from downstreams.warehouse.batch_book import BatchBook
 from downstreams.warehouse.contracts import WarehouseReason
 from downstreams.warehouse.operations import OPERATIONS
+from downstreams.warehouse.routes import ROUTES
 from shared import faults
 from shared.contracts.effect_requests import (EFFECT_RECEIPT_ISSUED, EffectLookupRequested,
                                               EffectReceipt, EffectRequested)
 from shared.db.unit_of_work import UnitOfWork
 from shared.downstream.capability_check import CapabilityCheck, CapabilityReason
-from shared.downstream.fences import admit
-from shared.downstream.idempotent_write import (claim_key, record_response, recorded_response,
-                                                request_hash)
+from shared.downstream.idempotent_write import recorded_response, request_hash
 from shared.ids import new_event_id
-from shared.messaging.envelope import Envelope, parse
+from shared.messaging.envelope import Envelope
+from shared.messaging.routes import Router
 from shared.runs import RunKey
 
 log = logging.getLogger(__name__)
 PRODUCER = "warehouse"
 
 
-class _DeadlinePassed(Exception):
-    """Raised inside the claim's savepoint so that rolling it back leaves the key unsettled."""
-
-
-class _Unauthorized(Exception):
-    """Likewise, for a request its capability does not authorize."""
-
-    def __init__(self, reason: CapabilityReason) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class WarehouseInbox:
-    """The routes' holder: it keeps the capability check every request goes through."""
+    """The consumer's set-wise handler; it keeps the capability check every request goes
+    through and the routing table's readers."""
 
     def __init__(self, check: CapabilityCheck) -> None:
         self._check = check
+        self._readers = Router(ROUTES)
 
-    async def effect_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        await faults.hit("warehouse.delay")
-        question = parse(envelope, EffectRequested)
-        receipt = await answer(uow.connection, envelope.run_id, question, self._check)
-        try:
-            await faults.hit("warehouse.after_commit_drop_response")
-        except faults.ResponseDropped:
-            log.warning("fault: %s answered %s, receipt dropped", question.operation_key,
-                        receipt.status)
-            return
-        _reply(uow, envelope, question.reply_topic, receipt)
-
-    async def lookup_requested(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        await faults.hit("warehouse.delay")
-        question = parse(envelope, EffectLookupRequested)
-        _reply(uow, envelope, question.reply_topic,
-               await answer_lookup(uow.connection, envelope.run_id, question))
+    async def answer_all(self, uow: UnitOfWork, envelopes: list[Envelope]) -> None:
+        """Answer a batch in delivery order; the consumer admitted every envelope's type."""
+        for _ in envelopes:
+            await faults.hit("warehouse.delay")
+        batch = [(envelope, self._readers.target(envelope.event_type)(envelope))
+                 for envelope in envelopes]
+        requests = [asked for _, asked in batch if isinstance(asked, EffectRequested)]
+        book = await BatchBook.load(
+            uow.connection, [(RunKey(asked.tenant_id, envelope.run_id), asked.fence)
+                             for envelope, asked in batch],
+            {r.operation_key: _request_hash(r) for r in reversed(requests)},  # the first's
+            [asked.operation_key for _, asked in batch if not isinstance(asked, EffectRequested)],
+            requests)
+        for envelope, asked in batch:
+            if not isinstance(asked, EffectRequested):
+                _reply(uow, envelope, asked.reply_topic,
+                       answer_lookup(book, envelope.run_id, asked))
+                continue
+            receipt = await answer(book, envelope.run_id, asked, self._check)
+            try:
+                await faults.hit("warehouse.after_commit_drop_response")
+            except faults.ResponseDropped:
+                log.warning("fault: %s answered %s, receipt dropped", asked.operation_key,
+                            receipt.status)
+                continue
+            _reply(uow, envelope, asked.reply_topic, receipt)
+        await book.flush(uow.connection)
 
 
 def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectReceipt) -> None:
@@ -84,7 +87,7 @@ def _reply(uow: UnitOfWork, envelope: Envelope, topic: str, receipt: EffectRecei
         payload=receipt.model_dump(mode="json"), causation=envelope))
 
 
-async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested,
+async def answer(book: BatchBook, run_id: str, request: EffectRequested,
                  check: CapabilityCheck) -> EffectReceipt:
     """Settle the key once; every later request under it gets the recorded answer.
 
@@ -93,10 +96,11 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
     unsettled: the intent may still be carried out by a request that is authorized, fenced,
     supported, well-formed and on time. The capability and the deadline are checked after the
     claim, so a key settled earlier is still answered truthfully (a replay applies
-    nothing), and a late claim is undone by rolling back its savepoint."""
+    nothing), and a late claim is released."""
     identity = {"operation_key": request.operation_key, "logical_call_id": request.logical_call_id,
                 "attempt": request.attempt}
-    if not await admit(conn, repo.SCHEMA, RunKey(request.tenant_id, run_id), request.fence):
+    keys = book.keys
+    if not keys.admit(RunKey(request.tenant_id, run_id), request.fence):
         return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
     operation = OPERATIONS.get((request.tool_name, request.tool_version))
     if operation is None:
@@ -106,38 +110,31 @@ async def answer(conn: asyncpg.Connection, run_id: str, request: EffectRequested
     except ValidationError as error:
         log.warning("%s: invalid %s arguments: %s", request.operation_key, request.tool_name, error)
         return _refused(identity, WarehouseReason.INVALID_ARGUMENTS)
-    try:
-        async with conn.transaction():  # a savepoint: a late claim is rolled back
-            claim = await claim_key(conn, repo.SCHEMA, request.operation_key, _request_hash(request))
-            if claim.status == "replay":
-                return _replayed(claim.response, identity)
-            if claim.status == "reused":
-                return _refused(identity, WarehouseReason.OPERATION_KEY_REUSED)
-            if refused := check.refusal(request):
-                raise _Unauthorized(refused)
-            if request.deadline_at <= datetime.now(UTC):
-                raise _DeadlinePassed
-            result, reason = await operation.apply(conn, arguments, request)
-            receipt = EffectReceipt(**identity, status="rejected" if reason else "applied",
-                                    result=result, reason=reason, receipt_id=new_event_id())
-            await record_response(conn, repo.SCHEMA, request.operation_key,
-                                  receipt.model_dump(mode="json"))
-            return receipt
-    except _DeadlinePassed:
-        return _refused(identity, WarehouseReason.DEADLINE_PASSED)
-    except _Unauthorized as refusal:
-        return _refused(identity, refusal.reason)
+    claim = keys.claim(request.operation_key, _request_hash(request))
+    if claim.status == "replay":
+        return _replayed(claim.response, identity)
+    if claim.status == "reused":
+        return _refused(identity, WarehouseReason.OPERATION_KEY_REUSED)
+    refused = check.refusal(request) or (WarehouseReason.DEADLINE_PASSED
+                                         if request.deadline_at <= datetime.now(UTC) else None)
+    if refused:
+        keys.release(request.operation_key)
+        return _refused(identity, refused)
+    result, reason = await operation.apply(book, arguments, request)
+    receipt = EffectReceipt(**identity, status="rejected" if reason else "applied",
+                            result=result, reason=reason, receipt_id=new_event_id())
+    keys.record(request.operation_key, receipt.model_dump(mode="json"))
+    return receipt
 
 
-async def answer_lookup(conn: asyncpg.Connection, run_id: str,
-                        question: EffectLookupRequested) -> EffectReceipt:
+def answer_lookup(book: BatchBook, run_id: str, question: EffectLookupRequested) -> EffectReceipt:
     """Reconciliation's "did this key take effect?". It raises the run's fence like a request,
     so once the new owner has asked, no request of an older owner can land afterwards."""
     identity = {"operation_key": question.operation_key,
                 "logical_call_id": question.logical_call_id, "attempt": question.attempt}
-    if not await admit(conn, repo.SCHEMA, RunKey(question.tenant_id, run_id), question.fence):
+    if not book.keys.admit(RunKey(question.tenant_id, run_id), question.fence):
         return EffectReceipt(**identity, status="stale", reason=WarehouseReason.STALE_FENCE)
-    response = await recorded_response(conn, repo.SCHEMA, question.operation_key)
+    response = book.keys.recorded(question.operation_key)
     if response is None:
         return EffectReceipt(**identity, status="not_found")
     return _replayed(response, identity)

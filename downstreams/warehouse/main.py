@@ -30,11 +30,12 @@ async def run_warehouse(settings: Settings, warehouse_settings: WarehouseSetting
                                                 warehouse_settings.faults))))
     service = ConsumerService(
         name="warehouse", schema=SCHEMA,
-        routes=Router(ROUTES, {EFFECTS_WAREHOUSE: warehouse_settings.request_topic},
-                      WarehouseInbox(CapabilityCheck(capability_keys.public_keys(settings)))),
+        routes=Router(ROUTES, {EFFECTS_WAREHOUSE: warehouse_settings.request_topic}),
         writes=(warehouse_settings.reply_topic,),
-        crash_point="warehouse.after_commit", batch_size=warehouse_settings.batch_size)
-    return await serve(service, settings,
+        crash_point="warehouse.after_commit", batch_size=warehouse_settings.batch_size,
+        set_wise=True)
+    inbox = WarehouseInbox(CapabilityCheck(capability_keys.public_keys(settings)))
+    return await serve(service, settings, inbox.answer_all,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), shown=(warehouse_settings,))

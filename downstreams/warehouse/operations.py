@@ -1,7 +1,8 @@
 """What each warehouse tool does once its key is claimed: the domain write, or a refusal.
 
-Each operation runs inside the transaction that claimed the operation key and records the
-answer, so the write and the key row commit together or not at all. An operation returns
+Each operation runs against the batch's ``BatchBook``, in the transaction that claims the
+operation key and records the answer, so the write and the key row commit together or not at
+all. An operation returns
 ``(result, None)`` when applied or ``(None, reason)`` when refused; a refusal is settled like
 an answer, so a replay under the same key is refused the same way.
 """
@@ -12,10 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel
 
-from downstreams.warehouse import repository as repo
+from downstreams.warehouse.batch_book import BatchBook
 from downstreams.warehouse.contracts import (ReleaseArguments, ReserveArguments, ShipmentArguments,
                                              WarehouseReason)
 from downstreams.warehouse.domain import release_refusal, reserve_refusal, resource_id, utc_stamp
@@ -27,33 +27,32 @@ from shared.tools.tenancy import tenant_of
 Outcome = tuple[dict[str, Any] | None, WarehouseReason | None]
 
 
-async def reserve(conn: asyncpg.Connection, args: ReserveArguments,
+async def reserve(book: BatchBook, args: ReserveArguments,
                   request: EffectRequested) -> Outcome:
-    stock = await repo.stock_for_update(conn, args.sku)
+    stock = book.stock(args.sku)
     if reason := reserve_refusal(stock, args.quantity):
         return None, reason
     tenant = tenant_of(args.order_id)
     reservation_id = resource_id(tenant, "res", new_event_id())
-    await repo.insert_reservation(conn, reservation_id, tenant, args, request)
-    await repo.change_available(conn, stock, -args.quantity)
+    book.add_reservation(reservation_id, tenant, args, request)
+    book.change_available(stock, -args.quantity)
     result: dict[str, Any] = {"reservation_id": reservation_id}
     if args.hold_until is not None:
         result["expires_at"] = utc_stamp(args.hold_until)
     return result, None
 
 
-async def release(conn: asyncpg.Connection, args: ReleaseArguments,
+async def release(book: BatchBook, args: ReleaseArguments,
                   request: EffectRequested) -> Outcome:
-    reservation = await repo.reservation_for_update(conn, args.reservation_id)
+    reservation = book.reservation(args.reservation_id)
     if reason := release_refusal(reservation):
         return None, reason
-    stock = await repo.stock_for_update(conn, reservation.sku)
-    await repo.insert_release(conn, reservation, request)
-    await repo.change_available(conn, stock, reservation.quantity)
+    book.add_release(reservation, request)
+    book.change_available(book.stock(reservation.sku), reservation.quantity)
     return {"released": True, "reservation_id": reservation.reservation_id}, None
 
 
-async def schedule_shipment(conn: asyncpg.Connection, args: ShipmentArguments,
+async def schedule_shipment(book: BatchBook, args: ShipmentArguments,
                             request: EffectRequested) -> Outcome:
     try:
         await faults.hit("warehouse.refuse_shipment")
@@ -61,14 +60,14 @@ async def schedule_shipment(conn: asyncpg.Connection, args: ShipmentArguments,
         return None, WarehouseReason.CARRIER_REFUSED
     tenant = tenant_of(args.order_id)
     shipment_id = resource_id(tenant, "shp", new_event_id())
-    await repo.insert_shipment(conn, shipment_id, tenant, args, request)
+    book.add_shipment(shipment_id, tenant, args, request)
     return {"shipment_id": shipment_id}, None
 
 
 @dataclass(frozen=True)
 class Operation:
     arguments: type[BaseModel]
-    apply: Callable[[asyncpg.Connection, Any, EffectRequested], Awaitable[Outcome]]
+    apply: Callable[[BatchBook, Any, EffectRequested], Awaitable[Outcome]]
 
 
 OPERATIONS: dict[tuple[str, str], Operation] = {

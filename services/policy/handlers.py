@@ -19,16 +19,16 @@ A compensation the dispatcher proposes is judged only once its seal and its deri
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from joserfc.jwk import OKPKey
 
 from services.policy import repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
 from services.policy.compensations import proposal_refusal
-from shared.policy.document import Policy
-from shared.policy.engine import Decision, Request, evaluate
-from shared.policy.limits import Usage, applicable_limits, usage_of
+from services.policy.judging import judge, judge_all
+from shared.policy.engine import Request, evaluate
+from shared.policy.limits import applicable_limits
 from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
 from shared.policy.watcher import PolicyWatcher
@@ -60,21 +60,36 @@ class PolicyHandler:
         self._topic = topic
 
     async def decide(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        intent = parse(envelope, Intent)
-        policy, now, decision_id = self._policies.current, datetime.now(UTC), new_event_id()
-        try:
-            tool = self._registry.get(intent.tool_name, intent.tool_version)
-        except Rejection as rejection:
-            verdict = denial(decision_id, policy.version, None, PolicyReason.TOOL_NOT_IN_REGISTRY,
-                             rejection.message, now, {"intent": intent.model_dump(mode="json")})
-            amount = None
-        else:
-            request = Request.of(intent, tool, now)
-            decision, usage = await judge(uow, policy, request)
-            verdict = verdict_of(decision_id, decision, request, usage, self._key)
-            amount = request.amount
-        if await repo.insert_decision(uow.connection, intent, amount, verdict):
-            announce(uow, self._topic, intent, verdict, envelope)
+        await self.decide_all(uow, [envelope])
+
+    async def decide_all(self, uow: UnitOfWork, envelopes: list[Envelope]) -> None:
+        """Accepted intents, decided in order in a constant number of statements: each once
+        (a call decided already, or twice in the batch, is not decided again)."""
+        policy, now = self._policies.current, datetime.now(UTC)
+        intents = {}
+        for envelope in envelopes:
+            intent = parse(envelope, Intent)
+            intents.setdefault(intent.logical_call_id, (intent, envelope))
+        if any(applicable_limits(policy, intent) for intent, _ in intents.values()):
+            for done in await repo.decided(uow.connection, list(intents)):
+                del intents[done]  # so that it counts in no one's usage twice
+        known, verdicts = [], {}
+        for call, (intent, _) in intents.items():
+            try:
+                known.append(Request.of(intent, self._registry.get(intent.tool_name,
+                                                                    intent.tool_version), now))
+            except Rejection as rejection:
+                verdicts[call] = (None, denial(
+                    new_event_id(), policy.version, None, PolicyReason.TOOL_NOT_IN_REGISTRY,
+                    rejection.message, now, {"intent": intent.model_dump(mode="json")}))
+        for request, judged in zip(known, await judge_all(uow, policy, known), strict=True):
+            verdicts[request.intent.logical_call_id] = (request.amount, verdict_of(
+                new_event_id(), judged.decision, request, judged.usage, self._key))
+        decided = [(intent, *verdicts[call]) for call, (intent, _) in intents.items()]
+        inserted = await repo.insert_decisions(uow.connection, decided) if decided else set()
+        for call, (intent, envelope) in intents.items():
+            if call in inserted:
+                announce(uow, self._topic, intent, verdicts[call][1], envelope)
 
     async def on_approval(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         approval = _approval(envelope)
@@ -104,7 +119,8 @@ class PolicyHandler:
             except Rejection:  # the tool left the registry since: approvals cannot waive that
                 request = Request(stored.intent, stored.amount, now, approvals,
                                   tool_requires_approval=True)
-            decision, usage = await judge(uow, self._policies.current, request)
+            judged = await judge(uow, self._policies.current, request)
+            decision, usage = judged.decision, judged.usage
             if decision.effect == "require_approval":
                 return  # the quorum is not reached yet
             verdict = verdict_of(stored.decision_id, decision, request, usage, self._key)
@@ -139,24 +155,6 @@ class PolicyHandler:
                      refused.message)
             return refused.code
         return None
-
-
-async def judge(uow: UnitOfWork, policy: Policy, request: Request) -> tuple[Decision, Usage]:
-    """Evaluate with the usage of every applicable limit, read under the limits' scope locks
-    (held until commit, so the next decision in the same scope sees this one)."""
-    limits = applicable_limits(policy, request.intent)
-    if limits:
-        # Both scopes, whatever this version counts per: a replica still on another version
-        # may count the same calls per the other scope, and must wait for us all the same.
-        intent = request.intent
-        await repo.lock_scopes(uow.connection, [f"principal:{intent.principal_id}",
-                                                f"tenant:{intent.tenant_id}"])
-    usage = {}
-    for limit in limits:
-        since = request.now - timedelta(seconds=limit.window_seconds)
-        totals = await repo.allowed_totals(uow.connection, limit.scope, request.intent, since)
-        usage[limit.name] = usage_of(limit, totals)
-    return evaluate(policy, request, usage), usage
 
 
 def _approval(envelope: Envelope) -> ApprovalDecision:

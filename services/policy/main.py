@@ -10,6 +10,7 @@ from functools import partial
 
 import asyncpg
 
+from services.policy.batches import in_stretches
 from services.policy.handlers import PolicyHandler
 from services.policy.repository import SCHEMA, record_version
 from services.policy.routes import ROUTES
@@ -21,6 +22,7 @@ from shared.config import Settings
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import decode_signed
 from shared.identity import capability_keys
+from shared.contracts.intake import PROPOSAL_ACCEPTED
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
@@ -42,13 +44,13 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
                                    policy_settings.principals_reload_interval_s)
     handler = PolicyHandler(watcher, registry, capability_keys.signing_key(settings),
                             policy_settings.authorizations_topic, principals)
+    routes = Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
+                             LEDGER_APPROVALS: policy_settings.approvals_topic,
+                             LEDGER_COMPENSATIONS: policy_settings.compensations_topic}, handler)
     service = ConsumerService(
-        name="policy", schema=SCHEMA,
-        routes=Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
-                               LEDGER_APPROVALS: policy_settings.approvals_topic,
-                               LEDGER_COMPENSATIONS: policy_settings.compensations_topic}, handler),
+        name="policy", schema=SCHEMA, routes=routes,
         writes=(policy_settings.authorizations_topic,), crash_point="policy.after_commit",
-        batch_size=policy_settings.batch_size, decoder=decode_signed)
+        batch_size=policy_settings.batch_size, decoder=decode_signed, set_wise=True)
 
     async def prepare(pool: asyncpg.Pool) -> None:
         await migrate_service(pool, SCHEMA)
@@ -76,6 +78,8 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
                 log.error("policy background task failed: %r", failures[0])
                 raise failures[0]
 
-    return await serve(service, settings, prepare=prepare,
+    return await serve(service, settings,
+                       in_stretches(routes, {PROPOSAL_ACCEPTED: handler.decide_all}),
+                       prepare=prepare,
                        migrated=lambda pool: expect_migrated(pool, SCHEMA), stopping=stopping,
                        alongside=background, shown=(policy_settings,))

@@ -55,17 +55,38 @@ async def record_version(db: Executor, policy: Policy) -> None:
 async def insert_decision(conn: asyncpg.Connection, intent: Intent,
                           amount: tuple[int, str] | None, verdict: Verdict) -> bool:
     """False when the call already has a decision: a redelivered intent changes nothing."""
-    minor, currency = amount if amount is not None else (None, None)
-    inserted = await conn.fetchval(
+    return bool(await insert_decisions(conn, [(intent, amount, verdict)]))
+
+
+_DECISION_TYPES = ("uuid", "uuid", "text", "text", "text", "text", "text", "text", "int8", "text",
+                   "text", "text", "text", "text", "jsonb", "jsonb", "timestamptz", "timestamptz",
+                   "jsonb")
+
+
+async def insert_decisions(conn: asyncpg.Connection,
+                           decided: list[tuple[Intent, tuple[int, str] | None, Verdict]]
+                           ) -> set[uuid.UUID]:
+    """One statement; the calls whose decision was inserted (the others had one already)."""
+    rows = [(verdict.decision_id, intent.logical_call_id, intent.run_id, intent.tenant_id,
+             intent.principal_id, intent.tool_name, intent.operation_key, intent.arguments_hash,
+             *(amount if amount is not None else (None, None)), *_written(verdict))
+            for intent, amount, verdict in decided]
+    arrays = ", ".join(f"${n}::{kind}[]" for n, kind in enumerate(_DECISION_TYPES, 1))
+    inserted = await conn.fetch(
         f"INSERT INTO {SCHEMA}.decisions (decision_id, logical_call_id, run_id, tenant_id, "
         "principal_id, tool_name, operation_key, arguments_hash, amount_minor, currency, outcome, "
         "rule, policy_version, reason_code, inputs, approval, issued_at, expires_at, capability) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, "
-        "$16::jsonb, $17, $18, $19::jsonb) ON CONFLICT (logical_call_id) DO NOTHING RETURNING 1",
-        verdict.decision_id, intent.logical_call_id, intent.run_id, intent.tenant_id,
-        intent.principal_id, intent.tool_name, intent.operation_key, intent.arguments_hash,
-        minor, currency, *_written(verdict))
-    return inserted is not None
+        f"SELECT * FROM unnest({arrays}) ON CONFLICT (logical_call_id) DO NOTHING "
+        "RETURNING logical_call_id",
+        *([row[n] for row in rows] for n in range(len(_DECISION_TYPES))))
+    return {row["logical_call_id"] for row in inserted}
+
+
+async def decided(conn: asyncpg.Connection, calls: list[uuid.UUID]) -> set[uuid.UUID]:
+    """The calls among these that have a decision already."""
+    rows = await conn.fetch(f"SELECT logical_call_id FROM {SCHEMA}.decisions "
+                            "WHERE logical_call_id = ANY($1::uuid[])", calls)
+    return {row["logical_call_id"] for row in rows}
 
 
 async def conclude(conn: asyncpg.Connection, stored: StoredDecision, verdict: Verdict) -> None:
@@ -114,22 +135,37 @@ def _stored(row: asyncpg.Record) -> StoredDecision:
 
 
 async def lock_scopes(conn: asyncpg.Connection, keys: list[str]) -> None:
-    """Transaction-level advisory locks, taken in sorted order so two takers cannot deadlock."""
-    for key in sorted(set(keys)):
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                           f"intentledger.policy.limit:{key}")
+    """Transaction-level advisory locks, taken in sorted order so two takers cannot deadlock
+    (one statement: ``unnest`` yields the sorted array in order)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended("
+                       "'intentledger.policy.limit:' || key, 0)) FROM unnest($1::text[]) AS key",
+                       sorted(set(keys)))
 
 
-async def allowed_totals(conn: asyncpg.Connection, scope: str, intent: Intent,
-                         since: datetime) -> list[AllowedTotal]:
-    column, value = ("tenant_id", intent.tenant_id) if scope == "tenant" else (
-        "principal_id", intent.principal_id)
+Window = tuple[str, str, datetime]
+"""(scope, the tenant or principal id, since): the allowed calls one limit counts."""
+
+
+async def allowed_totals(conn: asyncpg.Connection, windows: list[Window]) -> list[list[AllowedTotal]]:
+    """For each window, what was allowed in it, by tool and currency; one statement."""
     rows = await conn.fetch(
-        f"SELECT tool_name, currency, count(*) AS calls, coalesce(sum(amount_minor), 0)::bigint AS amount "
-        f"FROM {SCHEMA}.decisions WHERE outcome = 'allowed' AND {column} = $1 AND issued_at > $2 "
-        "AND inputs->'intent'->>'compensates' IS NULL "  # giving back uses up no limit
-        "GROUP BY tool_name, currency", value, since)
-    return [AllowedTotal(r["tool_name"], r["currency"], r["calls"], r["amount"]) for r in rows]
+        "SELECT w.n, d.tool_name, d.currency, count(*) AS calls,"
+        " coalesce(sum(d.amount_minor), 0)::bigint AS amount"
+        " FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS w(scope, id, since, n)"
+        " CROSS JOIN LATERAL ("
+        f"  SELECT tool_name, currency, amount_minor, inputs FROM {SCHEMA}.decisions"
+        "   WHERE w.scope = 'tenant' AND outcome = 'allowed' AND tenant_id = w.id AND issued_at > w.since"
+        "  UNION ALL"
+        f"  SELECT tool_name, currency, amount_minor, inputs FROM {SCHEMA}.decisions"
+        "   WHERE w.scope <> 'tenant' AND outcome = 'allowed' AND principal_id = w.id"
+        "   AND issued_at > w.since) AS d"
+        " WHERE d.inputs->'intent'->>'compensates' IS NULL"  # giving back uses up no limit
+        " GROUP BY w.n, d.tool_name, d.currency",
+        [w[0] for w in windows], [w[1] for w in windows], [w[2] for w in windows])
+    totals: list[list[AllowedTotal]] = [[] for _ in windows]
+    for r in rows:
+        totals[r["n"] - 1].append(AllowedTotal(r["tool_name"], r["currency"], r["calls"], r["amount"]))
+    return totals
 
 
 async def insert_approval(conn: asyncpg.Connection, event_id: uuid.UUID,

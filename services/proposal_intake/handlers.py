@@ -40,15 +40,17 @@ from aiokafka import ConsumerRecord
 
 from services.proposal_intake import rates, repository
 from shared.contracts.proposals import ReasonCode, ToolCallProposal, proposal_record_id
-from services.proposal_intake.domain import intent_of, name_intent
+from services.proposal_intake.domain import Named, intent_of, name_intent
 from services.proposal_intake.formats import ProposalRejection, to_proposals
 from services.proposal_intake.limits import LimitViolation, check, reply_address
 from services.proposal_intake.refusals import recorded_under, reply_tenant
-from services.proposal_intake.outcomes import Outcomes
+from services.proposal_intake.batch import take_batch
+from services.proposal_intake.outcomes import Outcomes, Sink
+from services.proposal_intake.run_checks import run_refusal
 from services.proposal_intake.settings import IntakeSettings, TenantLimits
 from shared.contracts.intake import IntakeReason
 from shared.db.unit_of_work import UnitOfWork
-from shared.errors import PermanentError, is_retryable
+from shared.errors import PermanentError
 from shared.identity.delegation import Proposer, proposer_of
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.signatures import (HEADER, PROPOSAL as SIGNED_PROPOSAL, IdentityReason,
@@ -97,8 +99,31 @@ class Intake:
         self._principals = principals
 
     async def take(self, uow: UnitOfWork, raw: RawProposal) -> None:
-        outcomes = Outcomes(uow, raw.event_id, results_family=self._settings.results_family,
-                            intake_topic=self._settings.intake_topic)
+        """One record, statement by statement: the reference ``take_all`` is held to
+        (``tests/integration/test_intake_batches.py``)."""
+        outcomes = self.outcomes(uow, raw)
+        if (read := self.read(outcomes, raw)) is None:
+            return
+        proposals, proposer = read
+        if (throttled := await rates.spend(
+                uow.connection, proposals[0].tenant_id, proposals[0].principal_id,
+                len(proposals), self._settings)) is not None:
+            outcomes.throttled(proposals, throttled.message, throttled.retry_after_s)
+            return
+        await self.take_calls(uow, outcomes, proposals, proposer)
+
+    async def take_all(self, uow: UnitOfWork, raws: list[RawProposal]) -> None:
+        """A consumed batch in a constant number of statements (``batch.py``)."""
+        await take_batch(self, uow, raws, self._settings)
+
+    def outcomes(self, sink: Sink, raw: RawProposal, traceparent: str | None = None) -> Outcomes:
+        return Outcomes(sink, raw.event_id, results_family=self._settings.results_family,
+                        intake_topic=self._settings.intake_topic, traceparent=traceparent)
+
+    def read(self, outcomes: Outcomes, raw: RawProposal
+             ) -> tuple[tuple[ToolCallProposal, ...], Proposer | None] | None:
+        """The record's calls and who proposes them; None when the message is refused whole
+        (answered through ``outcomes``). Reads no table: identity and shape come first."""
         try:
             signed = self._signer(raw)
             proposer = proposer_of(signed, self._principals.current) if signed else None
@@ -108,31 +133,35 @@ class Intake:
             self._refuse_message(outcomes, None, _readable(raw.value, self._settings),
                                  refused.code, f"the record's signature was refused: {refused.code}",
                                  (), identified=False)
-            return
+            return None
         try:
             document = check(raw.value, self._settings.limits)
         except LimitViolation as violation:
             self._refuse_message(outcomes, signed, violation.document, violation.code,
                                  violation.message, ())
-            return
+            return None
         try:
             proposals = to_proposals(document, self._settings.limits)
         except ProposalRejection as rejection:
             self._refuse_message(outcomes, signed, document, rejection.code, rejection.message,
                                  rejection.call_ids)
-            return
+            return None
         if (refusal := self._identity_refusal(signed, proposer, proposals)) is not None:
             self._refuse_message(outcomes, signed, document, *refusal,
                                  tuple(proposal.provider_call_id for proposal in proposals),
                                  identified=False)
-            return
-        if proposals and (throttled := await rates.spend(
-                uow.connection, proposals[0].tenant_id, proposals[0].principal_id,
-                len(proposals), self._settings)) is not None:
-            outcomes.throttled(proposals, throttled.message, throttled.retry_after_s)
-            return
+            return None
+        return (proposals, proposer) if proposals else None
+
+    async def take_calls(self, uow: UnitOfWork, outcomes: Outcomes,
+                         proposals: tuple[ToolCallProposal, ...], proposer: Proposer | None) -> None:
+        """A read record's calls, each in a savepoint of its own, once its rates are spent."""
         for proposal in proposals:
             await self._take(uow, outcomes, proposal, proposer)
+
+    def name(self, proposal: ToolCallProposal) -> Named:
+        """Raises ``shared.tools.Rejection`` when the call names no tool it could be."""
+        return name_intent(proposal, self._registry)
 
     def _signer(self, raw: RawProposal) -> SignedBy | None:
         """Who signed the record; None for an unsigned record while some tenants accept
@@ -168,37 +197,28 @@ class Intake:
 
     async def _take(self, uow: UnitOfWork, outcomes: Outcomes, proposal: ToolCallProposal,
                     proposer: Proposer | None) -> None:
-        """Every call gets one answer: a bug or bad data in one call is refused as
-        ``internal_error`` inside its own savepoint instead of silencing the whole message."""
         try:
-            named = name_intent(proposal, self._registry)
+            named = self.name(proposal)
         except Rejection as rejection:
             outcomes.rejected(proposal, rejection.code, rejection.message)
             return
-        try:
+        with outcomes.refusing_failures(proposal, named):  # undone to its savepoint first
             async with uow.savepoint():
                 await self._record(uow.connection, outcomes, proposal, named, proposer)
-        except Exception as error:
-            if is_retryable(error):
-                raise
-            log.exception("intake: call %s of run %s could not be recorded",
-                          proposal.provider_call_id, proposal.run_id)
-            outcomes.rejected(proposal, IntakeReason.INTERNAL_ERROR,
-                              f"the intake could not record this call ({type(error).__name__})", named)
 
     async def _record(self, conn, outcomes: Outcomes, proposal: ToolCallProposal, named,
                       proposer: Proposer | None) -> None:
         if await _answered_by_existing(conn, outcomes, proposal, named):
             return
         run = await repository.run_for_update(conn, RunKey.of(proposal))
-        limits = self._run_limits(proposal)
+        limits = self.run_limits_of(proposal)
         cost = named.tool.cost_of(named.canonical.value)
-        if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
+        if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
             outcomes.rejected(proposal, *refusal, named)
             return
         if run is None:  # the run starts with an accepted call, never with a refused one
             run = await repository.create_run(conn, proposal, limits)
-            if (refusal := _run_refusal(run, limits, proposal, cost)) is not None:
+            if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
                 outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
                 return
         intent = intent_of(proposal, named, run["deadline_at"], run["max_attempts"], proposer)
@@ -227,7 +247,7 @@ class Intake:
         outcomes.rejected_message(tenant, address.run_id, address.call_ids or call_ids, code,
                                   message, recorded_under=recorded)
 
-    def _run_limits(self, proposal: ToolCallProposal) -> repository.RunLimits:
+    def run_limits_of(self, proposal: ToolCallProposal) -> repository.RunLimits:
         """The limits a run starts with (``run_limits``), under its tenant's ceilings."""
         return run_limits(proposal, self._settings.tenant_limits.get(proposal.tenant_id),
                           self._settings, datetime.now(UTC))
@@ -277,46 +297,9 @@ def _readable(value: bytes, settings: IntakeSettings):
 
 
 async def _answered_by_existing(conn, outcomes: Outcomes, proposal: ToolCallProposal, named) -> bool:
-    """Same key + same canonical arguments → the existing intent; other arguments → refused."""
+    """True when the operation key names an intent already: ``Outcomes.taken`` answers."""
     existing = await repository.call_by_operation_key(conn, named.operation_key)
     if existing is None:
         return False
-    if existing["arguments_hash"] == named.canonical.hash:
-        outcomes.duplicate(proposal, named, existing)
-    else:
-        outcomes.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
-                          "this operation key already names an intent with other arguments", named)
+    outcomes.taken(proposal, named, existing)
     return True
-
-
-def _run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
-                 cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
-    """Checked against the run when it exists, else against the limits it would start with.
-    The run is the proposal's tenant's own (``RunKey``): another tenant's run of the same id
-    is not looked at, so its existence is neither confirmed nor touched."""
-    if run is not None and run["principal_id"] != proposal.principal_id:
-        return IntakeReason.RUN_PRINCIPAL_MISMATCH, "this run belongs to another principal"
-    deadline = run["deadline_at"] if run is not None else limits.deadline_at
-    if deadline <= datetime.now(UTC):
-        return IntakeReason.RUN_DEADLINE_PASSED, f"the run's deadline {deadline} has passed"
-    if run is not None and run["call_count"] >= run["max_calls"]:
-        return (IntakeReason.RUN_CALL_BUDGET_EXHAUSTED,
-                f"the run already has its {run['max_calls']} intents")
-    return _cost_refusal(run, limits, cost)
-
-
-def _cost_refusal(run, limits: repository.RunLimits,
-                  cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
-    limit = run["cost_limit_minor"] if run is not None else limits.cost_limit_minor
-    if limit is None or cost is None:
-        return None
-    currency = run["currency"] if run is not None else limits.currency
-    spent = run["cost_spent_minor"] if run is not None else 0
-    amount, call_currency = cost
-    if call_currency != currency:
-        return (IntakeReason.RUN_COST_CURRENCY_MISMATCH,
-                f"the run's cost budget is in {currency}, this call costs {call_currency}")
-    if spent + amount > limit:
-        return (IntakeReason.RUN_COST_BUDGET_EXHAUSTED,
-                f"{spent} + {amount} minor units would exceed the run's cost budget of {limit}")
-    return None

@@ -39,13 +39,13 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
                     "can write %s can act as any of their principals",
                     ", ".join(sorted(intake_settings.unsigned_tenants)),
                     intake_settings.proposals_topic)
+    intake = Intake(registry, intake_settings, principals)
     service = ConsumerService(
         name="proposal-intake", schema=SCHEMA,
-        routes=Router(ROUTES, {AGENT_PROPOSALS: intake_settings.proposals_topic},
-                      Intake(registry, intake_settings, principals)),
+        routes=Router(ROUTES, {AGENT_PROPOSALS: intake_settings.proposals_topic}, intake),
         writes=(intake_settings.intake_topic,),
         crash_point="intake.after_commit", batch_size=intake_settings.batch_size,
-        decoder=decode_raw)
+        decoder=decode_raw, set_wise=True)
 
     @asynccontextmanager
     async def reloading(_pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
@@ -58,7 +58,7 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
         finally:
             task.cancel()
 
-    return await serve(service, settings,
+    return await serve(service, settings, intake.take_all,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping, alongside=reloading, shown=(intake_settings,))

@@ -4,23 +4,37 @@ through the outbox of the consumer's transaction."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
 from shared.contracts.proposals import ToolCallProposal
 from services.proposal_intake.domain import Named
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
                                      IntakeReason, ProposalOutcome, Intent)
-from shared.db.unit_of_work import UnitOfWork
+from shared.errors import is_retryable
 from shared.messaging.envelope import Envelope
 from shared.topology import AGENT_RESULTS, LEDGER_INTAKE, results_topic
 
+log = logging.getLogger(__name__)
 PRODUCER = "proposal-intake"
 
 
+class Sink(Protocol):
+    """Where outcomes go: the unit of work's outbox, or a batch's answers held for it."""
+
+    def emit(self, topic: str, envelope: Envelope) -> None: ...
+
+
 class Outcomes:
-    def __init__(self, uow: UnitOfWork, proposal_id: uuid.UUID, *,
-                 results_family: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE) -> None:
-        self._uow = uow
+    def __init__(self, sink: Sink, proposal_id: uuid.UUID, *,
+                 results_family: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE,
+                 traceparent: str | None = None) -> None:
+        """``traceparent``: the trace the events continue (else the current span's)."""
+        self._sink = sink
+        self._traceparent = traceparent
         self._proposal_id = proposal_id
         self._results_family = results_family
         self._intake_topic = intake_topic
@@ -39,6 +53,28 @@ class Outcomes:
                               **_named(named))
         payload = outcome.model_dump(mode="json")
         self._emit(DUPLICATE_PROPOSAL, proposal.tenant_id, proposal.run_id, payload, payload)
+
+    def taken(self, proposal: ToolCallProposal, named: Named, existing) -> None:
+        """Same key + same canonical arguments → the existing intent; other arguments → refused."""
+        if existing["arguments_hash"] == named.canonical.hash:
+            self.duplicate(proposal, named, existing)
+        else:
+            self.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
+                          "this operation key already names an intent with other arguments", named)
+
+    @contextmanager
+    def refusing_failures(self, proposal: ToolCallProposal, named: Named) -> Iterator[None]:
+        """Every call gets one answer: a bug or bad data in one call is refused as
+        ``internal_error`` instead of silencing the whole message (retryable errors pass)."""
+        try:
+            yield
+        except Exception as error:
+            if is_retryable(error):
+                raise
+            log.exception("intake: call %s of run %s could not be recorded",
+                          proposal.provider_call_id, proposal.run_id)
+            self.rejected(proposal, IntakeReason.INTERNAL_ERROR,
+                          f"the intake could not record this call ({type(error).__name__})", named)
 
     def rejected(self, proposal: ToolCallProposal, code: str, message: str,
                  named: Named | None = None) -> None:
@@ -86,11 +122,13 @@ class Outcomes:
 
     def _emit(self, event_type: str, tenant_id: str, run_id: str, for_agent: dict,
               for_ledger: dict | None) -> None:
-        self._uow.emit(results_topic(tenant_id, self._results_family), Envelope.new(
-            event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_agent))
+        self._sink.emit(results_topic(tenant_id, self._results_family), Envelope.new(
+            event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_agent,
+            traceparent=self._traceparent))
         if for_ledger is not None:
-            self._uow.emit(self._intake_topic, Envelope.new(
-                event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_ledger))
+            self._sink.emit(self._intake_topic, Envelope.new(
+                event_type=event_type, run_id=run_id, producer=PRODUCER, payload=for_ledger,
+                traceparent=self._traceparent))
 
 
 def _named(named: Named) -> dict:

@@ -25,41 +25,144 @@ class RunLimits:
 
 async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> asyncpg.Record | None:
     """Lock the run so its calls are taken one at a time (budgets count correctly)."""
-    return await conn.fetchrow(f"SELECT * FROM {SCHEMA}.runs WHERE tenant_id = $1 AND run_id = $2"
-                               " FOR UPDATE", run.tenant_id, run.run_id)
+    rows = await runs_for_update(conn, [run])
+    return rows[0] if rows else None
+
+
+async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> list[asyncpg.Record]:
+    """Lock the runs that exist, in (tenant, run id) order: two takers lock any runs they
+    share in the same order, so neither waits on the other in a cycle."""
+    ordered = sorted(set(runs))
+    return await conn.fetch(
+        f"SELECT r.* FROM {SCHEMA}.runs r JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, run_id)"
+        " USING (tenant_id, run_id) ORDER BY r.tenant_id, r.run_id FOR UPDATE OF r",
+        [key.tenant_id for key in ordered], [key.run_id for key in ordered])
 
 
 async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> asyncpg.Record:
     """Called only on the way to an accepted call; a concurrent first call may win the insert,
     in which case its row is returned (locked) and checked like any existing run."""
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_calls, "
-        "max_attempts, cost_limit_minor, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-        "ON CONFLICT (tenant_id, run_id) DO NOTHING",
-        proposal.run_id, proposal.tenant_id, proposal.principal_id, limits.deadline_at,
-        limits.max_calls, limits.max_attempts, limits.cost_limit_minor, limits.currency)
+    await create_runs(conn, [new_run(proposal, limits)])
     return await run_for_update(conn, RunKey.of(proposal))
 
 
+def new_run(proposal, limits: RunLimits) -> dict:
+    """The row a run starts with, as ``runs_for_update`` would read it back."""
+    return {"run_id": proposal.run_id, "tenant_id": proposal.tenant_id,
+            "principal_id": proposal.principal_id, "deadline_at": limits.deadline_at,
+            "max_calls": limits.max_calls, "max_attempts": limits.max_attempts,
+            "cost_limit_minor": limits.cost_limit_minor, "currency": limits.currency,
+            "call_count": 0, "cost_spent_minor": 0}
+
+
+_RUN_COLUMNS = ("run_id", "tenant_id", "principal_id", "deadline_at", "max_calls", "max_attempts",
+                "cost_limit_minor", "currency", "call_count", "cost_spent_minor")
+_RUN_TYPES = ("text", "text", "text", "timestamptz", "int4", "int4", "int8", "text", "int4", "int8")
+
+
+async def create_runs(conn: asyncpg.Connection, runs: list[dict]) -> int:
+    """Insert the runs no one created meanwhile; how many were inserted."""
+    return len(await conn.fetch(_runs_inserted(1), *_run_values(runs)))
+
+
+def _runs_inserted(first: int) -> str:
+    arrays = ", ".join(f"${n}::{kind}[]" for n, kind in enumerate(_RUN_TYPES, first))
+    return (f"INSERT INTO {SCHEMA}.runs ({', '.join(_RUN_COLUMNS)}) SELECT * FROM unnest({arrays}) "
+            "ON CONFLICT (tenant_id, run_id) DO NOTHING RETURNING 1")
+
+
+def _run_values(runs: list[dict]) -> list[list]:
+    return [[run[column] for run in runs] for column in _RUN_COLUMNS]
+
+
+async def record_batch(conn: asyncpg.Connection, runs: list[dict], intents: list[Intent],
+                       added: dict[RunKey, tuple[int, int]], also: tuple[str, list]) -> tuple[int, int]:
+    """A batch's writes in one statement: the new ``runs`` (with their counters as the batch
+    left them), the ``intents``, what the batch ``added`` to existing runs' counters, and the
+    caller's ``also`` (a CTE and its arguments, from ``$1``). Returns how many runs and
+    intents were new: fewer than given when another transaction took them first."""
+    cte, arguments = also
+    runs_from = len(arguments) + 1
+    intents_from = runs_from + len(_RUN_COLUMNS)
+    counted_from = intents_from + len(_INTENT_COLUMNS)
+    row = await conn.fetchrow(
+        f"WITH {cte}, r AS ({_runs_inserted(runs_from)}), i AS ({_intents_inserted(intents_from)}),"
+        f" c AS ({_calls_counted(counted_from)})"
+        " SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM i) AS intents",
+        *arguments, *_run_values(runs), *_intent_values(intents), *_count_values(added))
+    return row["runs"], row["intents"]
+
+
 async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
-    return await conn.fetchrow(
-        f"SELECT logical_call_id, arguments_hash, state, run_id FROM {SCHEMA}.logical_calls "
-        "WHERE operation_key = $1", key)
+    rows = await calls_named(conn, [key], [])
+    return rows[0] if rows else None
+
+
+async def calls_named(conn: asyncpg.Connection, keys: list[str],
+                      call_ids: list[tuple[RunKey, str]]) -> list[asyncpg.Record]:
+    """The intents that hold any of these operation keys or (run, provider call id) pairs."""
+    return await conn.fetch(
+        f"SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id, "
+        f"provider_call_id FROM {SCHEMA}.logical_calls WHERE operation_key = ANY($1::text[]) "
+        f"UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key, "
+        f"c.tenant_id, c.provider_call_id FROM {SCHEMA}.logical_calls c "
+        "JOIN unnest($2::text[], $3::text[], $4::text[]) AS k(tenant_id, run_id, provider_call_id)"
+        " USING (tenant_id, run_id, provider_call_id)",
+        keys, [run.tenant_id for run, _ in call_ids], [run.run_id for run, _ in call_ids],
+        [call_id for _, call_id in call_ids])
 
 
 async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: int) -> bool:
     """False when the operation key or (tenant, run, provider call id) is already taken."""
-    inserted = await conn.fetchval(
-        f"INSERT INTO {SCHEMA}.logical_calls (logical_call_id, operation_key, run_id, provider, "
-        "provider_call_id, tool_name, tool_version, arguments_hash, canonical_arguments, "
-        "principal_id, tenant_id, state, version) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, 'VALIDATED', 1) "
-        "ON CONFLICT DO NOTHING RETURNING logical_call_id",
-        intent.logical_call_id, intent.operation_key, intent.run_id, intent.provider,
-        intent.provider_call_id, intent.tool_name, intent.tool_version, intent.arguments_hash,
-        json.dumps(intent.canonical_arguments), intent.principal_id, intent.tenant_id)
-    if inserted:
-        await conn.execute(f"UPDATE {SCHEMA}.runs SET call_count = call_count + 1, "
-                           "cost_spent_minor = cost_spent_minor + $3 WHERE tenant_id = $1 AND run_id = $2",
-                           intent.tenant_id, intent.run_id, cost_minor)
-    return inserted is not None
+    if not await insert_intents(conn, [intent]):
+        return False
+    await count_calls(conn, {RunKey(intent.tenant_id, intent.run_id): (1, cost_minor)})
+    return True
+
+
+_INTENT_COLUMNS = ("logical_call_id", "operation_key", "run_id", "provider", "provider_call_id",
+                   "tool_name", "tool_version", "arguments_hash", "canonical_arguments",
+                   "principal_id", "tenant_id")
+_INTENT_TYPES = {"logical_call_id": "uuid", "canonical_arguments": "jsonb"}
+
+
+async def insert_intents(conn: asyncpg.Connection, intents: list[Intent]) -> int:
+    """How many were new: fewer than given when a key or a (tenant, run, provider call id) was
+    taken."""
+    return len(await conn.fetch(_intents_inserted(1), *_intent_values(intents)))
+
+
+def _intents_inserted(first: int) -> str:
+    """In operation key order (``_intent_values``): two takers wait on shared keys in one order."""
+    arrays = ", ".join(f"${n}::{_INTENT_TYPES.get(column, 'text')}[]"
+                       for n, column in enumerate(_INTENT_COLUMNS, first))
+    columns = ", ".join(_INTENT_COLUMNS)
+    return (f"INSERT INTO {SCHEMA}.logical_calls ({columns}, state, version) "
+            f"SELECT {columns}, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
+            " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1")
+
+
+def _intent_values(intents: list[Intent]) -> list[list]:
+    ordered = sorted(intents, key=lambda intent: intent.operation_key)
+    values = [[getattr(intent, column) for intent in ordered] for column in _INTENT_COLUMNS]
+    values[_INTENT_COLUMNS.index("canonical_arguments")] = [
+        json.dumps(intent.canonical_arguments) for intent in ordered]
+    return values
+
+
+async def count_calls(conn: asyncpg.Connection, added: dict[RunKey, tuple[int, int]]) -> None:
+    """Add (calls, cost in minor units) to each run's counters."""
+    await conn.execute(_calls_counted(1), *_count_values(added))
+
+
+def _calls_counted(first: int) -> str:
+    return (f"UPDATE {SCHEMA}.runs r SET call_count = r.call_count + a.calls, "
+            "cost_spent_minor = r.cost_spent_minor + a.cost "
+            f"FROM unnest(${first}::text[], ${first + 1}::text[], ${first + 2}::int4[], "
+            f"${first + 3}::int8[]) AS a(tenant_id, run_id, calls, cost)"
+            " WHERE r.tenant_id = a.tenant_id AND r.run_id = a.run_id")
+
+
+def _count_values(added: dict[RunKey, tuple[int, int]]) -> list[list]:
+    return [[key.tenant_id for key in added], [key.run_id for key in added],
+            [calls for calls, _ in added.values()], [cost for _, cost in added.values()]]

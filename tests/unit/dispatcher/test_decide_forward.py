@@ -1,0 +1,144 @@
+"""The forward path as a table: from AUTHORIZED to an attempt, and what its answer means.
+No PostgreSQL: ``decide`` is given the rows a step reads and its actions are compared."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from services.dispatcher.breaker import Breakers
+from services.dispatcher.decide.actions import Move, StartAttempt
+from services.dispatcher.states import CALL_TRANSITIONS
+from shared.contracts.dispatch import CallState as S
+from tests.unit.dispatcher.situations import (LATER, SETTINGS, a_call, an_attempt, applied,
+                                              decided, summary)
+from tests.unit.dispatcher.test_dispatch_rules import NOW, REGISTRY, RUN
+
+DEBIT = REGISTRY.resolve("wallet.debit", "1")
+OVER_HTTP = DEBIT.model_copy(update={"adapter": "http", "http_url": "http://wallet.test/debit"})
+OPEN = Breakers(1, timedelta(seconds=60))
+OPEN.failed("kafka:" + DEBIT.topic, LATER)
+WALLET = uuid.uuid4()
+
+TABLE = {
+    "an authorized call records its intent first":
+        (dict(call=a_call(S.AUTHORIZED)),
+         ["INTENT_RECORDED by DispatchIntentRecorded", "then intent_recorded"]),
+    "an authorized call past its deadline expires, keeping the run's done steps":
+        (dict(call=a_call(S.AUTHORIZED), now=NOW + timedelta(hours=2)),
+         ["EXPIRED by DispatchRefused (run_deadline_passed)",
+          "stop run (run_deadline_passed) keeping done steps", "saga"]),
+    "a call of an aborted run is refused without stopping it again":
+        (dict(call=a_call(S.AUTHORIZED), run=replace(RUN, aborted_at=NOW, abort_reason="x")),
+         ["DENIED by DispatchRefused (run_aborted)"]),
+    "a compensation waits for the policy's answer":
+        (dict(call=a_call(S.AUTHORIZED, compensates=WALLET, capability=False)), ["wait"]),
+    "a compensation the policy refused fails its original":
+        (dict(call=replace(a_call(S.AUTHORIZED, compensates=WALLET, capability=False),
+                           policy_refusal={"reason_code": "no_rule_matched", "message": "no"})),
+         ["DENIED by DispatchRefused (compensation_not_authorized)",
+          "original COMPENSATION_FAILED", "saga"]),
+    "a tool the registry dropped is refused before any attempt":
+        (dict(call=a_call(S.AUTHORIZED), unregistered=True),
+         ["DENIED by DispatchRefused (unknown_tool)", "stop run (unknown_tool)", "saga"]),
+    "a recorded intent is sent":
+        (dict(call=a_call(S.INTENT_RECORDED)), ["send -> DISPATCHING"]),
+    "a run out of attempts stops without undoing":
+        (dict(call=a_call(S.INTENT_RECORDED), run=replace(RUN, attempts_used=RUN.max_attempts)),
+         ["DENIED by DispatchRefused (run_attempt_budget_exhausted)",
+          "stop run (run_attempt_budget_exhausted) keeping done steps", "saga"]),
+    "too little time before the recovery reserve expires the call":
+        (dict(call=a_call(S.INTENT_RECORDED, deadline_at=NOW + timedelta(seconds=60)),
+              now=NOW + timedelta(seconds=60 - SETTINGS.recovery_reserve_s)),
+         ["EXPIRED by DispatchRefused (run_deadline_passed)",
+          "stop run (run_deadline_passed) keeping done steps", "saga"]),
+    "an open breaker postpones the send instead of spending it":
+        (dict(call=a_call(S.INTENT_RECORDED), breakers=OPEN), ["wait"]),
+    "an unanswered attempt waits for its deadline":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1)], now=NOW),
+         ["wait"]),
+    "no answer by the deadline is UNKNOWN, never FAILED":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1)]),
+         ["#1 unknown", "extend work", "UNKNOWN by ToolOutcomeMarkedUnknown"]),
+    "an HTTP response lost with its worker is UNKNOWN at once":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1)], now=NOW,
+              fence=2, tool=OVER_HTTP),
+         ["#1 unknown", "extend work", "UNKNOWN by ToolOutcomeMarkedUnknown"]),
+    "an applied receipt succeeds and records the effect":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()]),
+         ["SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
+    "a replayed receipt names the attempt that applied the effect":
+        (dict(call=a_call(S.DISPATCHING, attempts=2),
+              attempts=[an_attempt(1, status="transient"),
+                        applied(2, replayed=True, settled_by_attempt=1)]),
+         ["SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
+    "a result that breaks the tool's schema goes to a person":
+        (dict(call=a_call(S.DISPATCHING, attempts=1),
+              attempts=[an_attempt(1, status="applied", receipt={"result": {"x": 1}})]),
+         ["MANUAL_REVIEW by ManualReviewRequired (result_invalid)"]),
+    "a rejection fails the call and undoes the run's done steps":
+        (dict(call=a_call(S.DISPATCHING, attempts=1),
+              attempts=[an_attempt(1, status="rejected", receipt={"reason": "insufficient"})]),
+         ["FAILED by ToolResultRecorded (rejected_by_tool)", "stop run (rejected_by_tool)",
+          "saga"]),
+    "a request refused for arriving late is sent again":
+        (dict(call=a_call(S.DISPATCHING, attempts=1),
+              attempts=[an_attempt(1, status="rejected", receipt={"reason": "deadline_passed"})]),
+         ["send -> DISPATCHING"]),
+    "a transient answer is retried":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1, status="transient")]),
+         ["send -> DISPATCHING"]),
+    "the last transient answer of the tool's budget fails the call":
+        (dict(call=a_call(S.DISPATCHING, attempts=4),
+              attempts=[an_attempt(n, status="transient") for n in range(1, 5)]),
+         ["FAILED by ToolResultRecorded (call_attempt_budget_exhausted)",
+          "stop run (call_attempt_budget_exhausted)", "saga"]),
+    "a stale or unknown answer is UNKNOWN":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1, status="stale")]),
+         ["extend work", "UNKNOWN by ToolOutcomeMarkedUnknown"]),
+    "a dispatched call whose tool was dropped goes to a person":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1)],
+              unregistered=True),
+         ["MANUAL_REVIEW by ManualReviewRequired (unknown_tool)"]),
+    "a settled call sleeps":
+        (dict(call=a_call(S.SUCCEEDED, attempts=1), attempts=[applied()]), ["sleep"]),
+}
+
+
+@pytest.mark.parametrize("given, expected", TABLE.values(), ids=TABLE.keys())
+def test_forward_decisions(given, expected):
+    given = dict(given)
+    call = given.pop("call")
+    actions = decided(call, given.pop("attempts", ()), **given)
+    assert summary(actions) == expected
+    moves = [action for action in actions if isinstance(action, Move | StartAttempt)]
+    assert len(moves) <= 1, "a step moves its call once"
+    for move in moves:
+        assert CALL_TRANSITIONS.permits(call.state, move.to)
+
+
+def test_the_intent_is_recorded_before_any_attempt():
+    assert not any(isinstance(action, StartAttempt)
+                   for action in decided(a_call(S.AUTHORIZED)))
+
+
+def test_reconciliation_waits_for_every_earlier_attempts_deadline():
+    """A later attempt with an earlier deadline must not let a lookup overtake the first."""
+    first = an_attempt(1, status="transient")
+    second = replace(an_attempt(2), deadline_at=NOW + timedelta(seconds=2))
+    first = replace(first, deadline_at=NOW + timedelta(seconds=40))
+    unknown = next(action for action in decided(a_call(S.DISPATCHING, attempts=2),
+                                                [first, second], now=NOW + timedelta(seconds=3))
+                   if isinstance(action, Move))
+    assert unknown.to == S.UNKNOWN
+    assert unknown.next_action_at == first.deadline_at + timedelta(
+        seconds=SETTINGS.clock_skew_grace_s)
+
+
+def test_an_unanswered_attempt_counts_against_its_dependency():
+    breakers = Breakers(1, timedelta(seconds=60))
+    decided(a_call(S.DISPATCHING, attempts=1), [an_attempt(1)], breakers=breakers)
+    assert breakers.is_open("kafka:" + DEBIT.topic, LATER)

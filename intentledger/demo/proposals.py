@@ -33,11 +33,23 @@ async def propose_act(endpoints: Endpoints, identities: LocalIdentities) -> bool
                                                          "currency": "EUR"},
                                    call_id="call-3", operation_key=key, wait=60, settle=False)
         _show("same key, different amount", changed)
-    return (first.ledger_status, again.ledger_status, changed.reason_code) == (
-        "accepted", "duplicate", "operation_key_conflict") and \
+    return [_intake_said(o) for o in (first, again, changed)] == [
+        "accepted", "duplicate", "operation_key_conflict"] and \
         again.handle.logical_call_id == first.handle.logical_call_id is not None
 
 
+def _intake_said(outcome: Outcome) -> str | None:
+    """The intake's answer, which this act is about. A call's settled state may already have
+    been read with it (the policy denies user-42's debits within milliseconds) and is then the
+    outcome's ``ledger_status``; the answer stays what the intake said."""
+    answer = outcome.answer
+    if answer is None:
+        return None
+    return answer.reason_code if answer.outcome == "rejected" else answer.outcome
+
+
 def _show(what: str, outcome: Outcome) -> None:
-    detail = outcome.reason_code or outcome.handle.logical_call_id
-    print(f"agent: {what:<55} -> {outcome.ledger_status or 'pending'} ({detail})")
+    detail = (outcome.answer.reason_code if outcome.answer and outcome.answer.reason_code
+              else outcome.handle.logical_call_id)
+    said = outcome.answer.outcome if outcome.answer else "pending"
+    print(f"agent: {what:<55} -> {said} ({detail})")

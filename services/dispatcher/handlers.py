@@ -8,7 +8,8 @@ an operator's resolution is kept until the call's next step judges it, once its 
 proves the operator it names sent it (``shared.identity.acting``); one that does not is
 refused here, and the call is not even woken.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
-consumed the record.
+consumed the record: for a call of a Kafka tool, usually in this record's own transaction,
+before it commits (``finishing.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from services.dispatcher import repository as repo
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.finishing import Finishing
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
 from shared.contracts.authorizations import Authorization, AuthorizationRefusal
@@ -39,8 +41,9 @@ FALLBACK_RUN_SECONDS = 3600.0
 
 class DispatcherInbox:
     def __init__(self, stepper: Stepper, breakers: Breakers, settings: DispatcherSettings,
-                 principals: PrincipalsWatcher) -> None:
+                 principals: PrincipalsWatcher, finishing: Finishing) -> None:
         self._principals = principals
+        self._finishing = finishing
         self._stepper = stepper
         self._breakers = breakers
         self._settings = settings
@@ -81,7 +84,7 @@ class DispatcherInbox:
                                   capability=authorization.capability.model_dump(mode="json"),
                                   policy_version=authorization.capability.policy_version,
                                   deadline_at=deadline, traceparent=traceparent):
-            await repo.wake(conn, intent.logical_call_id)
+            self._finishing.step_before_commit(uow, intent.logical_call_id)
 
     async def denied(self, uow: UnitOfWork, envelope: Envelope) -> None:
         """Only a compensation waits for a denial; any other denied intent never became a call."""
@@ -97,7 +100,7 @@ class DispatcherInbox:
         """The capability is checked at dispatch as any call's (a forged one is refused there)."""
         if await repo.authorize_compensation(uow.connection, logical_call_id, capability,
                                              policy_version, refusal):
-            await repo.wake(uow.connection, logical_call_id)
+            self._finishing.step_before_commit(uow, logical_call_id)
         else:
             log.info("the policy's answer for compensation %s: no call waits for it",
                      logical_call_id)
@@ -118,4 +121,4 @@ class DispatcherInbox:
             return
         if (tool := self._stepper.tool_of(call)) is not None:
             self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
-        await repo.wake(conn, receipt.logical_call_id)
+        self._finishing.step_before_commit(uow, receipt.logical_call_id)

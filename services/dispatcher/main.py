@@ -13,8 +13,10 @@ from datetime import timedelta
 import asyncpg
 
 from services.dispatcher.adapters.http import HttpEffectAdapter
+from services.dispatcher.batch import Batch
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.compensations import Proposer
+from services.dispatcher.finishing import Finishing
 from services.dispatcher.handlers import DispatcherInbox
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.policy_view import PolicyFile
@@ -54,13 +56,17 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     breakers = Breakers(config.breaker_failures, timedelta(seconds=config.breaker_cooldown_s))
     stepper = Stepper(registry, policy, breakers, config, capability_keys.public_keys(settings),
                       _proposer(config, registry))
+    batch = Batch(stepper, config)
+    measured = counted if counted is not None else DispatcherMetrics(
+        sorted({tool.name for tool in registry.tools}))
     principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
              EFFECT_RECEIPTS: config.reply_topic, LEDGER_RESOLUTIONS: config.resolutions_topic}
     service = ConsumerService(
         name="dispatcher", schema=SCHEMA,
-        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config, principals)),
+        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config, principals,
+                                                     Finishing(batch, stepper.tool_of, measured))),
         priority=tuple(names[topic] for topic in PRIORITY),
         writes=(config.dispatch_topic, config.effects_topic, config.compensations_topic,
                 *tool_topics),
@@ -75,9 +81,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         http = HttpEffectAdapter()
         wakeup = Wakeup(settings.endpoints.database_url, "intentledger-dispatcher-wakeup",
                         NOTIFY_CHANNEL)
-        measured = counted if counted is not None else DispatcherMetrics(
-            sorted({tool.name for tool in registry.tools}))
-        scheduler = Scheduler(pool, stepper, breakers, http, config, measured)
+        scheduler = Scheduler(pool, batch, breakers, http, config, measured)
         tasks = [asyncio.create_task(wakeup.run(halt)),
                  asyncio.create_task(scheduler.run(wakeup, halt)),
                  asyncio.create_task(_sample_backlog(pool, measured, halt)),

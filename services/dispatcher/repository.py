@@ -234,6 +234,28 @@ async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
                        logical_call_id, even_if_settled)
 
 
+async def wake_due(conn: asyncpg.Connection, woken: list[uuid.UUID],
+                   stepped: list[uuid.UUID]) -> None:
+    """``wake`` the ``woken`` calls; wake the schedulers (one NOTIFY) if any call was woken or
+    a ``stepped`` one is due again already (an intent just recorded is sent next)."""
+    await conn.execute(
+        f"WITH woken AS (UPDATE {SCHEMA}.calls SET next_action_at = now()"
+        "   WHERE logical_call_id = ANY($1::uuid[]) AND next_action_at IS NOT NULL)"
+        f" SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE cardinality($1::uuid[]) > 0"
+        f"   OR EXISTS (SELECT FROM {SCHEMA}.calls WHERE logical_call_id = ANY($2::uuid[])"
+        "                AND next_action_at <= clock_timestamp())", woken, stepped)
+
+
+async def waiting_calls_for_update(conn: asyncpg.Connection,
+                                   logical_call_ids: list[uuid.UUID]) -> list[Call]:
+    """Those of these calls that wait for a next step (a settled one stays asleep), locked in
+    id order."""
+    rows = await conn.fetch(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($1::uuid[])"
+                            " AND next_action_at IS NOT NULL ORDER BY logical_call_id FOR UPDATE",
+                            sorted(logical_call_ids))
+    return [Call.of(row) for row in rows]
+
+
 class IllegalTransition(Exception):
     """A bug or a lost race: the call is not where the step believed it was."""
 

@@ -1,15 +1,10 @@
-"""The loop that takes steps: claim due calls, hold their runs' leases, step each, commit, then
-do what must happen outside the transaction (crash points, HTTP calls, recording their outcome).
+"""The loop that takes steps: claim due calls, step them in one transaction (``batch.py``),
+commit, then do what must happen outside the transaction (crash points, HTTP calls, recording
+their outcome).
 
-Many calls are stepped in one transaction, at most one per run. A step that fails for a reason
-of its own (a bug, a lost race) fails the batch, which is then stepped again with a savepoint
-per call: the failing step is rolled back alone and retried a moment later, the others commit.
-What the steps read first (leases, runs, attempts,
-pending resolutions) is read for the whole batch, a statement each; leases and runs are locked in
-run order, so two loops wait for each other instead of deadlocking.
-
-Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
-are compared by one clock however many replicas run.
+A call a Kafka receipt or an authorization made due is usually stepped by the consumer that
+recorded it, in that record's transaction (``finishing.py``); the scheduler takes the rest:
+sends, deadlines, backoffs, reconciliation, HTTP tools, and any call whose run was busy.
 """
 
 from __future__ import annotations
@@ -18,18 +13,19 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import asyncpg
 
 from services.dispatcher import leases, repository as repo
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.adapters.orders import Outcome
+from services.dispatcher.batch import CRASH_POINTS, Batch
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.metrics import STALE_WRITE, DispatcherMetrics
 from services.dispatcher.retry_budget import backoff
 from services.dispatcher.settings import DispatcherSettings
-from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper, dependency_of
+from services.dispatcher.steps import HttpWork, StepReport, dependency_of
 from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.db.wakeup import Wakeup
@@ -39,23 +35,17 @@ from shared.tracing import continuing
 
 log = logging.getLogger(__name__)
 
-CRASH_POINTS = {
-    "intent_recorded": "dispatcher.after_intent_before_send",
-    "sent": "dispatcher.after_send_before_record",
-    "compensation_requested": "dispatcher.mid_compensation",
-}
 _CONFIRMED = frozenset({"applied", "rejected", "not_found"})
 RECORD_PATIENCE_S = 30.0
-FAILED_STEP_RETRY_S = 1.0
 
 
 class Scheduler:
-    def __init__(self, pool: asyncpg.Pool, stepper: Stepper, breakers: Breakers,
+    def __init__(self, pool: asyncpg.Pool, batch: Batch, breakers: Breakers,
                  http: HttpEffectAdapter, settings: DispatcherSettings,
                  counted: DispatcherMetrics) -> None:
         self._pool = pool
         self._counted = counted
-        self._stepper = stepper
+        self._batch = batch
         self._breakers = breakers
         self._http = http
         self._settings = settings
@@ -120,64 +110,16 @@ class Scheduler:
         """The batch's transaction; returns how many calls it claimed and the reports of the
         steps it committed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
-            conn = uow.connection
-            # A worker paused inside a step (SIGSTOP, a long GC) must not keep the run's rows
-            # locked past its lease: PostgreSQL ends the session, the step rolls back, and
-            # another worker takes the run over with the next fence.
-            now: datetime = await conn.fetchval(
-                "SELECT clock_timestamp() FROM (SELECT set_config('lock_timeout', '5s', true),"
-                " set_config('idle_in_transaction_session_timeout', $1, true)) AS local_settings",
-                f"{int(self._settings.lease_ttl_s * 1000)}ms")
-            calls = await repo.claim_due(conn, self._settings.worker_id, now,
+            now = await self._batch.clock(uow.connection)
+            calls = await repo.claim_due(uow.connection, self._settings.worker_id, now,
                                          self._settings.steps_per_transaction)
             if not calls:
                 return 0, []
             if len(calls) == self._settings.steps_per_transaction:
                 on_claim()  # more may be due than one batch takes
-            run_keys = sorted({call.run for call in calls})
-            call_ids = [call.logical_call_id for call in calls]
-            held = await leases.hold(conn, run_keys, self._settings.worker_id,
-                                     self._settings.lease_ttl_s, now)
-            runs = await repo.runs_for_update(conn, list(held))
-            attempts = await repo.attempts_of(conn, call_ids)
-            resolutions = await repo.pending_resolutions(conn, call_ids)
-            reports = []
-            for call in sorted(calls, key=lambda call: call.run):
-                if (lease := held.get(call.run)) is None:
-                    continue  # another worker took the run between our claim and our lease
-                if lease.taken_over_from:
-                    log.warning("took run %s over from %s (fence %d)", call.run,
-                                lease.taken_over_from, lease.fence)
-                known = Known(runs[call.run], attempts[call.logical_call_id],
-                              resolutions.get(call.logical_call_id))
-                if isolate:
-                    report = await self._step_isolated(uow, call, lease, now, known)
-                else:
-                    report = await self._step(uow, call, lease, now, known)
-                if report is not None:
-                    reports.append(report)
+            reports, _ = await self._batch.step(uow, calls, now, isolate=isolate)
             await uow.commit()
         return len(calls), reports
-
-    async def _step(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
-                    now: datetime, known: Known) -> StepReport:
-        with continuing(call.traceparent, f"dispatch {call.tool_name}",
-                        **{"intentledger.logical_call_id": str(call.logical_call_id),
-                           "intentledger.state": str(call.state)}):
-            return await self._stepper.step(uow, call, lease, now, known)
-
-    async def _step_isolated(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
-                             now: datetime, known: Known) -> StepReport | None:
-        try:
-            async with uow.savepoint():
-                return await self._step(uow, call, lease, now, known)
-        except Exception as error:
-            if is_retryable(error):
-                raise  # the transaction itself is in doubt: the whole batch is retried
-            log.exception("dispatcher: stepping call %s (%s) failed; retrying it in %.0f s",
-                          call.logical_call_id, call.state, FAILED_STEP_RETRY_S)
-            await repo.postpone(uow.connection, call, now + timedelta(seconds=FAILED_STEP_RETRY_S))
-            return None
 
     async def _after_commit(self, report: StepReport) -> None:
         for item in report.after:

@@ -76,6 +76,10 @@ async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):
     assert row["attempts"] == 1 and row["receipt_id"]
     [attempt] = await attempts(pool, intent.logical_call_id)
     assert attempt["status"] == "applied" and attempt["fence"] == row["fence"] >= 1
+    # The receipt's answer and the settlement it caused were written by one transaction.
+    assert await pool.fetchval(
+        "SELECT a.xmin::text = c.xmin::text FROM dispatcher.attempts a JOIN dispatcher.calls c"
+        " USING (logical_call_id) WHERE logical_call_id = $1", intent.logical_call_id)
     behind = {where: n for where, n in lag.current("dispatcher").items()
               if where[0] == stage.authorizations}
     assert behind and set(behind.values()) == {0}  # the consumer-lag gauge: caught up

@@ -5,17 +5,22 @@ locked instead of waiting for it; concurrent claims never take two calls of one 
 that fails is isolated and the rest of its batch commits once."""
 
 import asyncio
+import uuid
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
 from services.dispatcher import leases, repository as repo
 from services.dispatcher.adapters.http import HttpEffectAdapter
+from services.dispatcher.batch import Batch
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.finishing import Finishing
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.steps import StepReport
+from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
 from shared.runs import RunKey
@@ -147,8 +152,9 @@ async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once
         [good] = await _due_calls(conn, good_run, 1)
         [bad] = await _due_calls(conn, bad_run, 1)
     stepper = _StepperFailingOn(bad.logical_call_id)
-    scheduler = Scheduler(pool, stepper, Breakers(5, timedelta(seconds=5)), HttpEffectAdapter(),
-                          stage.dispatcher_settings(), DispatcherMetrics())
+    settings = stage.dispatcher_settings()
+    scheduler = Scheduler(pool, Batch(stepper, settings), Breakers(5, timedelta(seconds=5)),
+                          HttpEffectAdapter(), settings, DispatcherMetrics())
     try:
         before = await pool.fetchval("SELECT clock_timestamp()")
         assert await scheduler.step_batch() == 2
@@ -171,3 +177,94 @@ async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once
         await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
         await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
                            " WHERE run_id = ANY($1::text[])", [good_run, bad_run])
+
+
+async def test_a_consumer_steps_one_call_per_free_run_of_kafka_tools_and_wakes_the_rest(stage,
+                                                                                       pool):
+    """What a consumer's batch made due is stepped in its transaction (finishing.py), but only
+    where that cannot wait on a downstream or race another step: one call per run, Kafka tools
+    only, runs nobody else holds. The rest is woken for the scheduler (due now, a NOTIFY)."""
+    name = uuid.uuid4().hex[:8]  # a run's lease must not outlive its work: fresh runs
+    async with pool.acquire() as conn:
+        two = await _due_calls(conn, f"run-two-{name}", 2)
+        [held] = await _due_calls(conn, f"run-held-{name}", 1)
+        [http] = await _due_calls(conn, f"run-http-{name}", 1)
+        now = await conn.fetchval("SELECT clock_timestamp()")
+        await leases.hold(conn, [RunKey("acme", held.run_id)], "worker-b", 60.0, now)
+        await conn.execute("UPDATE dispatcher.calls SET next_action_at = now() + interval '1 hour'"
+                           " WHERE run_id = ANY($1::text[])",
+                           [two[0].run_id, held.run_id, http.run_id])
+    woken_ids = [intent.logical_call_id for intent in (*two, held, http)]
+    adapters = {call_id: "http" if call_id == http.logical_call_id else "kafka"
+                for call_id in woken_ids}
+    stepper = _StepperFailingOn(bad=None)
+    counted = DispatcherMetrics()
+    finishing = Finishing(Batch(stepper, stage.dispatcher_settings(worker_id="worker-a")),
+                          lambda call: SimpleNamespace(adapter=adapters[call.logical_call_id]),
+                          counted)
+    notified = asyncio.Event()
+
+    def heard(*_) -> None:
+        notified.set()
+
+    async with pool.acquire() as listening:
+        await listening.add_listener(repo.NOTIFY_CHANNEL, heard)
+        try:
+            async with UnitOfWork(pool, repo.SCHEMA) as uow:
+                for call_id in woken_ids:
+                    finishing.step_before_commit(uow, call_id)
+                    finishing.step_before_commit(uow, call_id)  # twice: stepped once
+                assert stepper.seen == []  # once the batch's records are all applied
+                await uow.commit()
+            await asyncio.wait_for(notified.wait(), 5)
+        finally:
+            await listening.remove_listener(repo.NOTIFY_CHANNEL, heard)
+    [stepped] = stepper.seen
+    assert stepped in {two[0].logical_call_id, two[1].logical_call_id}
+    rows = await pool.fetch("SELECT logical_call_id, next_action_at <= clock_timestamp() AS due,"
+                            " next_action_at IS NULL AS done FROM dispatcher.calls"
+                            " WHERE logical_call_id = ANY($1)", woken_ids)
+    by_call = {row["logical_call_id"]: row for row in rows}
+    assert by_call[stepped]["done"]
+    assert all(by_call[call_id]["due"] for call_id in woken_ids if call_id != stepped)
+    await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
+    await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
+                       " WHERE logical_call_id = ANY($1)", woken_ids)
+
+
+async def test_a_step_failing_in_a_consumers_transaction_hands_its_calls_to_the_scheduler(stage,
+                                                                                          pool):
+    """A broken step aborts the consumer's transaction (nothing of the batch commits); the
+    consumer then applies the batch again, and this time the calls are woken for the scheduler,
+    which steps a failing call alone, instead of failing the batch a second time."""
+    name = uuid.uuid4().hex[:8]
+    async with pool.acquire() as conn:
+        [good] = await _due_calls(conn, f"run-good-{name}", 1)
+        [bad] = await _due_calls(conn, f"run-bad-{name}", 1)
+    ids = [good.logical_call_id, bad.logical_call_id]
+    stepper = _StepperFailingOn(bad.logical_call_id)
+    finishing = Finishing(Batch(stepper, stage.dispatcher_settings()),
+                          lambda call: SimpleNamespace(adapter="kafka"), DispatcherMetrics())
+    try:
+        with pytest.raises(PermanentError):
+            async with UnitOfWork(pool, repo.SCHEMA) as uow:
+                for call_id in ids:
+                    finishing.step_before_commit(uow, call_id)
+                await uow.commit()
+        stepper.seen.clear()
+        async with UnitOfWork(pool, repo.SCHEMA) as uow:
+            for call_id in ids:
+                finishing.step_before_commit(uow, call_id)
+            await uow.commit()
+        assert stepper.seen == []
+        due = await pool.fetchval("SELECT count(*) FROM dispatcher.calls WHERE"
+                                  " logical_call_id = ANY($1) AND next_action_at <= now()", ids)
+        assert due == 2
+        async with UnitOfWork(pool, repo.SCHEMA) as uow:  # handed over once, not forever
+            finishing.step_before_commit(uow, good.logical_call_id)
+            await uow.commit()
+        assert stepper.seen == [good.logical_call_id]
+    finally:
+        await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
+        await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
+                           " WHERE logical_call_id = ANY($1)", ids)

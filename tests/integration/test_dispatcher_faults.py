@@ -93,10 +93,11 @@ async def against_a_failing_wallet(stage: Stage, pool, max_attempts: int, *,
 
 
 async def crash_then_restart(stage: Stage, pool, intent, crash_point: str,
-                             while_down: Callable[[], Awaitable[None]] | None = None) -> None:
-    """A dispatcher that exits at ``crash_point`` on its first hit; ``while_down`` checks the
-    world while it is dead; a second dispatcher then settles the call, SUCCEEDED."""
-    first = dispatcher(stage, "first", faults=f"{crash_point}=exit@1")
+                             while_down: Callable[[], Awaitable[None]] | None = None, *,
+                             hit: int = 1) -> None:
+    """A dispatcher that exits at ``crash_point`` on its ``hit``-th pass; ``while_down`` checks
+    the world while it is dead; a second dispatcher then settles the call, SUCCEEDED."""
+    first = dispatcher(stage, "first", faults=f"{crash_point}=exit@{hit}")
     await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
                   authorization(intent, stage.write_policy()))
     assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
@@ -164,12 +165,40 @@ async def test_killed_after_recording_the_intent_and_before_sending(stage, pool)
     async def recorded_but_not_sent() -> None:
         assert (await call_row(pool, intent.logical_call_id))["state"] == "INTENT_RECORDED"
         assert await debits_under(pool, intent.operation_key) == 0
+        # recorded in the authorization's own transaction (its inbox marker's)
+        assert await pool.fetchval(
+            "SELECT count(*) FROM dispatcher.inbox i JOIN dispatcher.calls c"
+            " ON i.xmin::text = c.xmin::text WHERE c.logical_call_id = $1",
+            intent.logical_call_id) == 1
 
     async with relay_and_wallet(stage):
         await crash_then_restart(stage, pool, intent, "dispatcher.after_intent_before_send",
                                  recorded_but_not_sent)
     assert await debits_under(pool, intent.operation_key) == 1
     assert len(await attempts(pool, intent.logical_call_id)) == 1
+
+
+async def test_killed_as_the_receipt_commits_the_call_is_settled_already(stage, pool):
+    """A receipt, the settlement it proves and the events announcing it are one transaction
+    (services/dispatcher/finishing.py). Killed the moment the receipt's batch commits (its Kafka
+    offset not yet; the first commit was the authorization's), the call is SUCCEEDED already,
+    by that very transaction; the restarted dispatcher skips the redelivered receipt."""
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 700)
+
+    async def settled_by_the_receipts_transaction() -> None:
+        assert (await call_row(pool, intent.logical_call_id))["state"] == "SUCCEEDED"
+        assert await pool.fetchval(
+            "SELECT a.xmin::text = c.xmin::text FROM dispatcher.attempts a"
+            " JOIN dispatcher.calls c USING (logical_call_id) WHERE logical_call_id = $1",
+            intent.logical_call_id)
+
+    async with relay_and_wallet(stage):
+        await crash_then_restart(stage, pool, intent, "dispatcher.after_commit",
+                                 settled_by_the_receipts_transaction, hit=2)
+    assert await debits_under(pool, intent.operation_key) == 1
+    assert [(a["kind"], a["status"]) for a in await attempts(pool, intent.logical_call_id)] == [
+        ("send", "applied")]
 
 
 async def test_a_paused_worker_that_wakes_after_takeover_is_fenced_off(stage, pool):

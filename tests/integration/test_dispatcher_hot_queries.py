@@ -1,0 +1,114 @@
+"""The dispatcher's hot path on a ledger with history: no statement a claim or a step sends reads
+a whole table, so dispatching does not slow as runs pass (every run leaves its row, its lease
+and its calls behind for good). Checked on the plans PostgreSQL chooses, generic and custom,
+for the very statements the claim and a batch's reads send, over thousands of settled runs,
+analysed as autovacuum would have it; all inside one transaction that is rolled back."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.dispatcher import leases, repository as repo
+from shared.runs import RunKey
+
+pytestmark = pytest.mark.infra
+
+HISTORY_RUNS = 4_000
+CALLS_PER_RUN = 10
+HOT_TABLES = {"calls", "leases", "runs", "attempts", "resolutions"}
+
+
+class Explaining:
+    """A connection that asks PostgreSQL for the plan of every statement before running it,
+    once as a custom plan and once as the generic plan a prepared statement falls back to."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+        self.plans: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def _explain(self, sql: str, args: tuple[Any, ...]) -> None:
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await self._conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+            plan = await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
+            self.plans.append((mode, sql, json.loads(plan)[0]["Plan"]))
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        await self._explain(sql, args)
+        return await self._conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        await self._explain(sql, args)
+        return await self._conn.fetchrow(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        await self._explain(sql, args)
+        return await self._conn.execute(sql, *args)
+
+
+def nodes(plan: dict[str, Any]):
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from nodes(child)
+
+
+async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
+    """Settled runs, each with its lease (expired), ten calls and their attempts; one call in
+    a thousand due (as a few always are)."""
+    await conn.execute(
+        "INSERT INTO dispatcher.runs (run_id, tenant_id, principal_id, deadline_at, max_attempts,"
+        " work_until) SELECT $1 || g, 'acme', 'agent-7', now(), 10, now()"
+        " FROM generate_series(1, $2::int) AS g", prefix, HISTORY_RUNS)
+    await conn.execute(
+        "INSERT INTO dispatcher.leases (tenant_id, run_id, owner_id, fence, expires_at)"
+        " SELECT 'acme', $1 || g, 'worker-gone', 1, now() - interval '1 hour'"
+        " FROM generate_series(1, $2::int) AS g", prefix, HISTORY_RUNS)
+    await conn.execute(
+        "INSERT INTO dispatcher.calls (logical_call_id, run_id, operation_key, tool_name,"
+        " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
+        " capability, policy_version, state, version, deadline_at, next_action_at)"
+        " SELECT gen_random_uuid(), $1 || (1 + g % $2::int), $1 || 'key-' || g, 'wallet.debit',"
+        " '1', 'x', '{}', 'agent-7', 'acme', '{}', '{}', 'v1', 'SUCCEEDED', 4, now(),"
+        " CASE WHEN g % 1000 = 0 THEN now() END"
+        " FROM generate_series(1, $3::int) AS g", prefix, HISTORY_RUNS,
+        HISTORY_RUNS * CALLS_PER_RUN)
+    await conn.execute(
+        "INSERT INTO dispatcher.attempts (logical_call_id, attempt, kind, fence, worker_id,"
+        " deadline_at, status) SELECT logical_call_id, 1, 'send', 1, 'worker-gone', now(),"
+        " 'applied' FROM dispatcher.calls WHERE run_id LIKE $1 || '%'", prefix)
+    await conn.execute("ANALYZE dispatcher.runs, dispatcher.leases, dispatcher.calls,"
+                       " dispatcher.attempts")
+
+
+async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
+    prefix = f"history-{uuid.uuid4().hex[:6]}-"
+    async with pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            await fill_history(conn, prefix)
+            due = RunKey("acme", f"{prefix}due")
+            await repo.insert_run(conn, due, "agent-7", await conn.fetchval("SELECT now()"), 10)
+            explaining = Explaining(conn)
+            now = await conn.fetchval("SELECT clock_timestamp()")
+            await repo.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
+            some = [row["logical_call_id"] for row in await conn.fetch(
+                "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
+            await leases.hold(explaining, [due], "worker-a", 10.0, now)  # type: ignore[arg-type]
+            await repo.runs_for_update(explaining, [due])  # type: ignore[arg-type]
+            await repo.attempts_of(explaining, some)  # type: ignore[arg-type]
+            await repo.pending_resolutions(explaining, some)  # type: ignore[arg-type]
+            await repo.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
+            await repo.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
+        finally:
+            await transaction.rollback()
+
+    assert len({sql for _, sql, _ in explaining.plans}) == 7
+    found = [f"{mode}: reads all of {node['Relation Name']}: {sql[:100]}"
+             for mode, sql, plan in explaining.plans for node in nodes(plan)
+             if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in HOT_TABLES]
+    assert found == []

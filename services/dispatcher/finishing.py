@@ -82,9 +82,11 @@ class Finishing:
                             "to the scheduler", error)
                 self._handed_over.update(call.logical_call_id for call in mine)
             raise
-        await repo.wake_due(conn, [call.logical_call_id for call in left + busy],
-                            [call.logical_call_id for call in mine])
-        uow.after_commit(partial(self._committed, reports))
+        if mine or left:
+            await repo.wake_due(conn, [call.logical_call_id for call in left + busy],
+                                [call.logical_call_id for call in mine])
+        if reports:
+            uow.after_commit(partial(self._committed, reports))
 
     async def _committed(self, reports: list[StepReport]) -> None:
         for report in reports:

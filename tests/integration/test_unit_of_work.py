@@ -101,3 +101,43 @@ async def test_only_committed_outbox_rows_are_counted_by_type_and_reason(pool):
     assert _emitted(committed.schema) == {("ProbeSeen", ""): 1,
                                           ("DispatchRefused", "capability_key_unknown"): 1}
     assert _emitted(rolled_back.schema) == {}, "a rolled-back transaction emitted nothing"
+
+
+async def test_hooks_run_inside_then_after_the_commit_and_die_with_a_savepoint(pool):
+    """``before_commit`` work shares the transaction (its writes and events commit with the
+    rest; registered twice, it runs once); ``after_commit`` runs only once the commit is durable;
+    a hook registered inside a savepoint that rolls back is gone with the savepoint's events."""
+    probe = await Probe(pool, "t.topic").create()
+    ran: list[str] = []
+    seen_after: list[int] = []
+
+    async def before() -> None:
+        ran.append("before")
+        await _write_state(uow, probe, "written-at-commit")
+        uow.emit("t.topic", _event("at-commit"))
+
+    async def dropped() -> None:
+        ran.append("dropped")
+
+    async def after() -> None:
+        seen_after.append(await probe.fetchval("SELECT count(*) FROM {s}.items"))
+
+    async with UnitOfWork(pool, probe.schema) as uow:
+        uow.before_commit(before)
+        uow.before_commit(before)
+        uow.after_commit(after)
+        with pytest.raises(RuntimeError):
+            async with uow.savepoint():
+                uow.before_commit(dropped)
+                uow.after_commit(dropped)
+                raise RuntimeError("a bad record, isolated")
+        assert ran == []
+        await uow.commit()
+    assert ran == ["before"]
+    assert seen_after == [1]  # visible from another connection: committed
+    assert await probe.outbox_status() == {"pending": 1}
+
+    async with UnitOfWork(pool, probe.schema) as uow:  # never committed: no hook runs
+        uow.before_commit(dropped)
+        uow.after_commit(dropped)
+    assert ran == ["before"]

@@ -57,8 +57,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     stepper = Stepper(registry, policy, breakers, config, capability_keys.public_keys(settings),
                       _proposer(config, registry))
     batch = Batch(stepper, config)
-    measured = counted if counted is not None else DispatcherMetrics(
-        sorted({tool.name for tool in registry.tools}))
+    measured = counted if counted is not None else DispatcherMetrics()
     principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
@@ -96,7 +95,12 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
             await asyncio.gather(*tasks, return_exceptions=True)
             await http.close()
 
-    return await serve(service, settings, prepare=lambda pool: migrate_service(pool, SCHEMA),
+    async def prepare(pool: asyncpg.Pool) -> None:
+        """Before the first record is consumed, once the process's metrics are configured."""
+        measured.start_at_zero(sorted({tool.name for tool in registry.tools}))
+        await migrate_service(pool, SCHEMA)
+
+    return await serve(service, settings, prepare=prepare,
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=scheduling,
                        shown=(config,))

@@ -3,7 +3,7 @@ outcomes, reconciliations, calls needing a person, resolutions, compensations, s
 refused.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
-counts nothing. Each counter starts at 0 for every tool the registry names: Prometheus'
+counts nothing. Each counter starts at 0 for every tool the registry names (``start_at_zero``): Prometheus'
 ``increase()`` sees a series' first sample as its start, so a counter born at 1 would never
 fire an alert on its first incident. Exported through OpenTelemetry (``shared.metric_catalog``);
 ``counts`` serves tests and the CLI.
@@ -33,16 +33,13 @@ IRREVERSIBLE_UNAPPROVED = "irreversible_without_approval"
 
 
 class DispatcherMetrics:
-    def __init__(self, tools: Iterable[str] = ()) -> None:
+    def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self._counters = {name: catalog.counter(f"dispatcher.{name}")
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, INTENT, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
                                        COMPENSATION_FAILED, STALE_WRITE, RESOLUTION,
                                        IRREVERSIBLE_UNAPPROVED)}
-        for tool in tools:
-            for instrument in self._counters.values():
-                instrument.add(0, {"tool": tool})
         self.unresolved = 0
         self.oldest_unresolved_s = 0.0
         self.awaiting_review = 0
@@ -53,6 +50,14 @@ class DispatcherMetrics:
                       lambda _: [Observation(self.oldest_unresolved_s)])
         catalog.gauge("dispatcher.manual_review_waiting",
                       lambda _: [Observation(self.awaiting_review)])
+
+    def start_at_zero(self, tools: Iterable[str]) -> None:
+        """Every counter's series for each of ``tools``, at 0. Only once the process's meter
+        provider is configured: an addition made before it is dropped, so the series would be
+        born at its first incident after all."""
+        for tool in tools:
+            for instrument in self._counters.values():
+                instrument.add(0, {"tool": tool})
 
     def add(self, name: str, tool: str) -> None:
         self.counts[name] += 1

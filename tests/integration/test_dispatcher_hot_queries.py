@@ -6,54 +6,20 @@ analysed as autovacuum would have it; all inside one transaction that is rolled 
 
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Any
 
 import asyncpg
 import pytest
 
 from services.dispatcher import leases, repository as repo
 from shared.runs import RunKey
+from tests.support.plans import Explaining, whole_table_reads
 
 pytestmark = pytest.mark.infra
 
 HISTORY_RUNS = 4_000
 CALLS_PER_RUN = 10
 HOT_TABLES = {"calls", "leases", "runs", "attempts", "resolutions"}
-
-
-class Explaining:
-    """A connection that asks PostgreSQL for the plan of every statement before running it,
-    once as a custom plan and once as the generic plan a prepared statement falls back to."""
-
-    def __init__(self, conn: asyncpg.Connection) -> None:
-        self._conn = conn
-        self.plans: list[tuple[str, str, dict[str, Any]]] = []
-
-    async def _explain(self, sql: str, args: tuple[Any, ...]) -> None:
-        for mode in ("force_custom_plan", "force_generic_plan"):
-            await self._conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-            plan = await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
-            self.plans.append((mode, sql, json.loads(plan)[0]["Plan"]))
-
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        await self._explain(sql, args)
-        return await self._conn.fetch(sql, *args)
-
-    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
-        await self._explain(sql, args)
-        return await self._conn.fetchrow(sql, *args)
-
-    async def execute(self, sql: str, *args: Any) -> str:
-        await self._explain(sql, args)
-        return await self._conn.execute(sql, *args)
-
-
-def nodes(plan: dict[str, Any]):
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from nodes(child)
 
 
 async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
@@ -108,7 +74,4 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
             await transaction.rollback()
 
     assert len({sql for _, sql, _ in explaining.plans}) == 7
-    found = [f"{mode}: reads all of {node['Relation Name']}: {sql[:100]}"
-             for mode, sql, plan in explaining.plans for node in nodes(plan)
-             if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in HOT_TABLES]
-    assert found == []
+    assert whole_table_reads(explaining.plans, HOT_TABLES) == []

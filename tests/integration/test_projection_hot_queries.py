@@ -6,9 +6,6 @@ would have it."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import asyncpg
 import pytest
 
@@ -18,6 +15,7 @@ from services.projection.replay import create_scratch, drop_scratch
 from shared.contracts.dispatch import RUN_ABORTED
 from shared.contracts.intake import PROPOSAL_REJECTED
 from shared.topology import LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE
+from tests.support.plans import CUSTOM, Explaining, nodes, whole_table_reads
 from tests.support.projection_events import mixed_runs
 
 pytestmark = pytest.mark.infra
@@ -28,25 +26,6 @@ HISTORY_CALLS = 40_000
 EVENTS_PER_CALL = 4
 WHOLE_RUN_HISTORY = "events_by_run"
 """The index a run's timeline is read through: on the hot path it would walk a run's history."""
-
-
-class Explaining:
-    """A connection that asks PostgreSQL for the plan of every statement before running it."""
-
-    def __init__(self, conn: asyncpg.Connection) -> None:
-        self._conn = conn
-        self.plans: list[tuple[str, dict[str, Any]]] = []
-
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        plan = await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
-        self.plans.append((sql, json.loads(plan)[0]["Plan"]))
-        return await self._conn.fetch(sql, *args)
-
-
-def nodes(plan: dict[str, Any]):
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from nodes(child)
 
 
 async def fill_history(conn: asyncpg.Connection, schema: str) -> None:
@@ -83,19 +62,14 @@ async def test_applying_a_batch_reads_no_whole_table_and_no_runs_whole_history(p
     deliveries = [Delivery(TOPIC_OF_ROLE[event.role], event.envelope)
                   for story in runs for event in story.events]
     async with pool.acquire() as conn:
-        explaining = Explaining(conn)
+        explaining = Explaining(conn, modes=(CUSTOM,))
         half = len(deliveries) // 2
         for batch in (deliveries[:half], deliveries[half:]):  # the second finds calls stored
             async with conn.transaction():
                 assert await project(explaining, scratch, batch) == len(batch)  # type: ignore[arg-type]
 
     assert explaining.plans, "project sent no statement through the connection it was given"
-    found = []
-    for sql, plan in explaining.plans:
-        for node in nodes(plan):
-            if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in (
-                    "calls", "events", "runs"):
-                found.append(f"reads all of {node['Relation Name']}: {sql[:120]}")
-            if node.get("Index Name") == WHOLE_RUN_HISTORY:
-                found.append(f"walks a run's whole history: {sql[:120]}")
+    found = whole_table_reads(explaining.plans, {"calls", "events", "runs"})
+    found += [f"walks a run's whole history: {sql[:120]}" for _, sql, plan in explaining.plans
+              for node in nodes(plan) if node.get("Index Name") == WHOLE_RUN_HISTORY]
     assert found == []

@@ -68,7 +68,9 @@ async def test_the_projection_of_a_debit_agrees_with_the_dispatcher_and_the_wall
     # Delivery is at least once: a record may come twice (the relay republishes a batch whose
     # marking failed), its event id once, which is what every consumer deduplicates by.
     told = {e["event_id"]: e for e in (json.loads(r.value) for r in records)}.values()
-    [settled_event] = [e for e in told if e["event_type"] == "ToolCallSettled"]
+    [settled_event] = [e for e in told if e["event_type"] == "ToolCallSettled"
+                       and e["payload"]["logical_call_id"] == str(call_id)]
+    assert {e["run_id"] for e in told} == {run_id}  # nobody else's call announced to this run's agent
     assert {k: settled_event["payload"][k] for k in ("call_id", "status", "receipt_id")} == {
         "call_id": "call-1", "status": "SUCCEEDED", "receipt_id": dispatcher["receipt_id"]}
     verdict = await replay(pool, [run_id])

@@ -217,10 +217,15 @@ async def dispatcher_stage(pool, endpoints: Endpoints, folder: Path) -> AsyncIte
 
 
 async def park_other_tests_calls(pool) -> None:
-    """Tests share one dispatcher schema, as one deployment would; a call an earlier test left
-    unfinished (its services stopped mid-way) must not be picked up by this test's dispatcher."""
+    """Tests share one dispatcher and one policy schema, as one deployment would; a call an
+    earlier test left unfinished (its services stopped mid-way) must not be picked up by this
+    test's dispatcher, nor its approval request, once lapsed, be denied by this test's policy
+    sweep: the denial would go out on this test's topics, and its projection would announce
+    another test's call on this test's results topic."""
     await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
                        " WHERE next_action_at IS NOT NULL")
+    await pool.execute("UPDATE policy.decisions SET expires_at = 'infinity'"
+                       " WHERE outcome = 'awaiting_approval'")
 
 
 async def call_state(pool, logical_call_id: uuid.UUID) -> str | None:

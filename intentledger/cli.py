@@ -311,7 +311,8 @@ def _generate_key(kid: str, curve: str, out: str) -> int:
 
 
 def _operator_commands(commands: argparse._SubParsersAction) -> None:
-    """``runs``, ``unknown`` and ``dlq``: what an operator reads and resolves (services/query/cli.py)."""
+    """``runs``, ``unknown`` and ``dlq``: what an operator reads and resolves (services/query/cli.py),
+    and ``runs cancel``, which stops a run."""
     runs = commands.add_parser("runs", help="list runs, or show one with its calls and timeline")
     runs_action = runs.add_subparsers(dest="action", required=True)
     runs_list = runs_action.add_parser("list", help="runs, ordered by run id")
@@ -321,6 +322,18 @@ def _operator_commands(commands: argparse._SubParsersAction) -> None:
     runs_show.add_argument("run_id")
     runs_show.add_argument("--tenant", required=True,
                            help="the run's tenant (run ids are per tenant: two may share one)")
+    runs_cancel = runs_action.add_parser(
+        "cancel", help="stop a run: its calls not yet sent are refused run_cancelled, its calls "
+                       "already sent settle with their true outcome")
+    runs_cancel.add_argument("run_id")
+    runs_cancel.add_argument("--tenant", required=True, help="the run's tenant")
+    runs_cancel.add_argument("--operator", required=True,
+                             help="who cancels (an operator of the run's tenant)")
+    runs_cancel.add_argument("--reason", required=True, help="why, for the audit")
+    runs_cancel.add_argument("--compensate", action="store_true",
+                             help="also undo the run's done steps with their compensations")
+    runs_cancel.add_argument("--timeout", type=float, default=60.0)
+    runs_cancel.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
     unknown = commands.add_parser("unknown", help="the UNKNOWN queue, oldest first, with ages")
     unknown.add_argument("action", choices=["list"])
     unknown.add_argument("--tenant")
@@ -351,6 +364,8 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> int:
         from shared.runs import RunKey
 
         return await cli.runs_show(settings, RunKey(args.tenant, args.run_id), args.json)
+    if (args.command, args.action) == ("runs", "cancel"):
+        return await _cancel(settings, args)
     if (args.command, args.action) == ("dlq", "replay"):
         return await cli.dlq_replay(settings, args.schema, args.id, args.force)
     page = {"limit": args.limit, "after": args.after}
@@ -369,6 +384,27 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> int:
     except QueryError as invalid:
         print(f"intentledger: {invalid.message}", file=sys.stderr)
         return 2
+
+
+async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from services.dispatcher.settings import DispatcherSettings
+    from shared.operator.cancel import cancel_run
+    from shared.runs import RunKey
+
+    if (signer := _signer(args.signing_key, args.operator)) is None:
+        return 2
+    try:
+        verdict = await cancel_run(settings.endpoints, RunKey(args.tenant, args.run_id),
+                                   reason=args.reason, compensate=args.compensate,
+                                   topic=DispatcherSettings().resolutions_topic, signer=signer,
+                                   timeout_s=args.timeout)
+    except ValidationError as refusal:
+        print(f"intentledger: {printable(str(refusal))}", file=sys.stderr)
+        return 2
+    print(json.dumps(verdict, indent=2))
+    return 0 if verdict["status"] == "applied" else 1
 
 
 async def _add_tenants(settings: Settings, tenants: list[str], replicas: int) -> int:

@@ -61,6 +61,11 @@ _DISPATCHER_COUNTS = {
     "compensations.failed": "Compensations that failed (the saga needs a person).",
     "stale_writes": "Writes refused by the version check (another worker moved the call).",
     "resolutions": "Operator resolutions applied to unresolved calls.",
+    "runs_cancelled": "Runs an operator cancelled, by the tool of the call whose step stopped the "
+                      "run (a run with no call at the dispatcher yet is not counted).",
+    "step_failures": "Steps that failed for a reason of their own (a bug, a row no step can "
+                     "take) and were rolled back alone; the call is tried again with a growing "
+                     "backoff. Must stay 0.",
     "irreversible_without_approval": "Sends of an approval-requiring tool without an approval "
                                      "in the capability: must stay 0.",
 }

@@ -54,6 +54,9 @@ def refusal_at_dispatch(call: Call, run: Run, policy: PolicyView, keys: capabili
         return Refusal(CallState.EXPIRED, DispatchReason.RUN_DEADLINE_PASSED,
                        f"the deadline {call.deadline_at.isoformat()} has passed")
     if call.compensates is None and run.aborted_at is not None:
+        if run.abort_code == DispatchReason.RUN_CANCELLED:
+            return Refusal(CallState.DENIED, DispatchReason.RUN_CANCELLED,
+                           f"the run was cancelled: {run.abort_reason}")
         return Refusal(CallState.DENIED, DispatchReason.RUN_ABORTED,
                        f"the run stopped dispatching: {run.abort_reason}")
     if call.policy_refusal is not None:

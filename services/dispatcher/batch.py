@@ -6,7 +6,9 @@ What the steps read first (leases, runs, attempts, pending resolutions) is read 
 set, a statement each; leases and runs are locked in run order, so two batches wait for each
 other instead of deadlocking. A step that fails for a reason of its own (a bug, a lost race)
 fails the set, which is then stepped again with a savepoint per call: the failing step is
-rolled back alone and retried a moment later, the others commit.
+rolled back alone, counted (``step_failures``) and tried again after a backoff that doubles
+with each consecutive failure of that call (1 s to 5 min), the others commit. A call no step can
+take (a bug, a row written by hand) therefore costs a few steps an hour, not one a second.
 
 Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
 are compared by one clock however many replicas run.
@@ -15,12 +17,13 @@ are compared by one clock however many replicas run.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from services.dispatcher import leases, repository as repo
+from services.dispatcher import leases, metrics, repository as repo
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Known, StepReport, Stepper
 from shared.db.unit_of_work import UnitOfWork
@@ -30,6 +33,9 @@ from shared.tracing import continuing
 log = logging.getLogger(__name__)
 
 FAILED_STEP_RETRY_S = 1.0
+FAILED_STEP_RETRY_MAX_S = 300.0
+FAILING_CALLS_KEPT = 10_000
+"""How many failing calls' consecutive failures are remembered (the oldest are forgotten)."""
 CRASH_POINTS = {
     "intent_recorded": "dispatcher.after_intent_before_send",
     "sent": "dispatcher.after_send_before_record",
@@ -42,6 +48,8 @@ class Batch:
     def __init__(self, stepper: Stepper, settings: DispatcherSettings) -> None:
         self._stepper = stepper
         self._settings = settings
+        self._failures: dict[uuid.UUID, int] = {}
+        """Consecutive failed steps of each failing call, in this process."""
 
     async def clock(self, conn: asyncpg.Connection) -> datetime:
         """The transaction's ``now``, and its guard: a worker paused inside a step (SIGSTOP, a
@@ -76,11 +84,9 @@ class Batch:
             known = Known(runs[call.run], attempts[call.logical_call_id],
                           resolutions.get(call.logical_call_id))
             if isolate:
-                report = await self._step_isolated(uow, call, lease, now, known)
+                reports.append(await self._step_isolated(uow, call, lease, now, known))
             else:
-                report = await self._step(uow, call, lease, now, known)
-            if report is not None:
-                reports.append(report)
+                reports.append(await self._step(uow, call, lease, now, known))
         return reports, left
 
     async def _step(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
@@ -88,17 +94,29 @@ class Batch:
         with continuing(call.traceparent, f"dispatch {call.tool_name}",
                         **{"intentledger.logical_call_id": str(call.logical_call_id),
                            "intentledger.state": str(call.state)}):
-            return await self._stepper.step(uow, call, lease, now, known)
+            report = await self._stepper.step(uow, call, lease, now, known)
+        self._failures.pop(call.logical_call_id, None)
+        return report
 
     async def _step_isolated(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
-                             now: datetime, known: Known) -> StepReport | None:
+                             now: datetime, known: Known) -> StepReport:
         try:
             async with uow.savepoint():
-                return await self._step(uow, call, lease, now, known)
+                report = await self._step(uow, call, lease, now, known)
         except Exception as error:
             if is_retryable(error):
                 raise  # the transaction itself is in doubt: the whole batch is retried
-            log.exception("dispatcher: stepping call %s (%s) failed; retrying it in %.0f s",
-                          call.logical_call_id, call.state, FAILED_STEP_RETRY_S)
-            await repo.postpone(uow.connection, call, now + timedelta(seconds=FAILED_STEP_RETRY_S))
-            return None
+            failures = self._failed(call.logical_call_id)
+            delay = min(FAILED_STEP_RETRY_S * 2 ** (failures - 1), FAILED_STEP_RETRY_MAX_S)
+            log.exception("dispatcher: stepping call %s (%s) failed (%d in a row); trying it "
+                          "again in %.0f s", call.logical_call_id, call.state, failures, delay)
+            await repo.postpone(uow.connection, call, now + timedelta(seconds=delay))
+            return StepReport([], [(metrics.STEP_FAILURE, call.tool_name)])
+        return report
+
+    def _failed(self, logical_call_id: uuid.UUID) -> int:
+        failures = self._failures.pop(logical_call_id, 0) + 1
+        self._failures[logical_call_id] = failures  # the most recent last
+        if len(self._failures) > FAILING_CALLS_KEPT:
+            del self._failures[next(iter(self._failures))]
+        return failures

@@ -6,7 +6,9 @@ the waiting call); a receipt becomes the
 answer of the attempt it names (the first answer counts; a redelivered copy changes nothing);
 an operator's resolution is kept until the call's next step judges it, once its signature
 proves the operator it names sent it (``shared.identity.acting``); one that does not is
-refused here, and the call is not even woken.
+refused here, and the call is not even woken. An operator's cancellation of a run likewise
+(``cancellations.py``): recorded, its signature checked, and one call of the run woken to
+apply it.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
 consumed the record: for a call of a Kafka tool, usually in this record's own transaction,
 before it commits (``finishing.py``).
@@ -17,19 +19,22 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from services.dispatcher import repository as repo
+from services.dispatcher import cancellations, repository as repo
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.decide.cancel import RUN_ALREADY_STOPPED, abort_reason, cancelled_by
 from services.dispatcher.finishing import Finishing
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
 from shared.contracts.authorizations import Authorization, AuthorizationRefusal
+from shared.contracts.cancellations import RunCancellation
+from shared.contracts.dispatch import DispatchReason
 from shared.contracts.effect_requests import EffectReceipt
 from shared.contracts.resolutions import Resolution
 from shared.db.unit_of_work import UnitOfWork
 from shared.identity.acting import OPERATOR, acting_principal
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import SignedEnvelope
-from shared.identity.signatures import RESOLUTION, SignatureRefused
+from shared.identity.signatures import CANCELLATION, RESOLUTION, SignatureRefused
 from shared.messaging.envelope import Envelope, parse
 from shared.runs import RunKey
 
@@ -67,6 +72,34 @@ class DispatcherInbox:
                                                f"{refused.code}: {refused.message}")
                 return
         await repo.wake(conn, resolution.logical_call_id, even_if_settled=True)
+
+    async def cancellation_requested(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
+        cancellation = parse(envelope, RunCancellation)
+        conn, run = uow.connection, RunKey(cancellation.tenant_id, cancellation.run_id)
+        await cancellations.record(conn, envelope.event_id, cancellation)
+        try:
+            acting_principal(envelope.record_value, envelope.signatures,
+                             self._principals.current, use=CANCELLATION,
+                             tenant_id=cancellation.tenant_id, named=cancellation.operator_id,
+                             role=OPERATOR)
+        except SignatureRefused as refused:
+            log.warning("cancellation of run %s naming %s refused: %s", run,
+                        cancellation.operator_id, refused.message)
+            await cancellations.conclude(conn, envelope.event_id, "refused",
+                                         f"{refused.code}: {refused.message}")
+            return
+        if (call_id := await cancellations.call_to_step(conn, run)) is not None:
+            await repo.wake(conn, call_id, even_if_settled=True)
+            self._finishing.step_before_commit(uow, call_id)
+            return
+        detail = cancelled_by(cancellation.operator_id, cancellation.reason)
+        if await repo.abort_run(conn, run, DispatchReason.RUN_CANCELLED, abort_reason(detail),
+                                compensate=cancellation.compensate):
+            await cancellations.conclude(conn, envelope.event_id, "applied",
+                                         "no call of the run had reached the dispatcher yet")
+        else:
+            await cancellations.conclude(conn, envelope.event_id, "refused",
+                                         f"{RUN_ALREADY_STOPPED}: the run had stopped already")
 
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
         authorization, traceparent = parse(envelope, Authorization), envelope.traceparent

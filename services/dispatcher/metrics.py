@@ -1,6 +1,6 @@
 """Dispatcher metrics (docs/design.md §8): attempts per intent (retry amplification), UNKNOWN
-outcomes, reconciliations, calls needing a person, resolutions, compensations, stale writes
-refused.
+outcomes, reconciliations, calls needing a person, resolutions, cancellations, compensations,
+stale writes refused, steps that failed.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
 counts nothing. Each counter starts at 0 for every tool the registry names (``start_at_zero``): Prometheus'
@@ -28,6 +28,8 @@ COMPENSATION_SUCCEEDED = "compensations.succeeded"
 COMPENSATION_FAILED = "compensations.failed"
 STALE_WRITE = "stale_writes"
 RESOLUTION = "resolutions"
+RUN_CANCELLED = "runs_cancelled"
+STEP_FAILURE = "step_failures"
 IRREVERSIBLE_UNAPPROVED = "irreversible_without_approval"
 """Sends of a tool that requires approval without one in the capability: must stay 0."""
 
@@ -39,7 +41,7 @@ class DispatcherMetrics:
                           for name in (ATTEMPT_SENT, ATTEMPT_LOOKUP, INTENT, OUTCOME_UNKNOWN,
                                        RECONCILED, MANUAL_REVIEW, COMPENSATION_SUCCEEDED,
                                        COMPENSATION_FAILED, STALE_WRITE, RESOLUTION,
-                                       IRREVERSIBLE_UNAPPROVED)}
+                                       RUN_CANCELLED, STEP_FAILURE, IRREVERSIBLE_UNAPPROVED)}
         self.unresolved = 0
         self.oldest_unresolved_s = 0.0
         self.awaiting_review = 0

@@ -77,6 +77,14 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Cancellation:
+    event_id: uuid.UUID
+    operator_id: str
+    reason: str
+    compensate: bool
+
+
+@dataclass(frozen=True)
 class Run:
     tenant_id: str
     run_id: str
@@ -88,6 +96,10 @@ class Run:
     work_until: datetime
     compensates: bool
     """Whether the run's stop undoes its done steps (a failure) or leaves them (out of budget)."""
+    abort_code: str | None = None
+    """Why it stopped, as a ``DispatchReason`` (None for runs stopped before it was recorded)."""
+    cancellation: Cancellation | None = None
+    """An operator's cancellation of the run, waiting for the run's next step."""
 
     @property
     def key(self) -> RunKey:
@@ -178,12 +190,26 @@ async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> Run:
 async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> dict[RunKey, Run]:
     """Locked in run order, like the leases, so two batches cannot deadlock on them."""
     rows = await conn.fetch(
-        f"SELECT tenant_id, run_id, deadline_at, max_attempts, attempts_used, aborted_at,"
-        f" abort_reason, work_until, compensates FROM {SCHEMA}.runs"
-        " WHERE (tenant_id, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
-        " ORDER BY tenant_id, run_id FOR NO KEY UPDATE",
+        f"SELECT r.tenant_id, r.run_id, deadline_at, max_attempts, attempts_used, aborted_at,"
+        f" abort_reason, work_until, compensates, abort_code, c.event_id, c.request"
+        f" FROM {SCHEMA}.runs r LEFT JOIN LATERAL ("
+        f"   SELECT event_id, request FROM {SCHEMA}.cancellations"
+        "    WHERE tenant_id = r.tenant_id AND run_id = r.run_id AND status = 'pending'"
+        "    ORDER BY received_at, event_id LIMIT 1) c ON true"
+        " WHERE (r.tenant_id, r.run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+        " ORDER BY r.tenant_id, r.run_id FOR NO KEY UPDATE OF r",
         [run.tenant_id for run in runs], [run.run_id for run in runs])
-    return {RunKey.of(row): Run(**row) for row in rows}
+    return {RunKey.of(row): _run(row) for row in rows}
+
+
+def _run(row: asyncpg.Record) -> Run:
+    fields = dict(row)
+    event_id, request = fields.pop("event_id"), fields.pop("request")
+    if event_id is not None:
+        request = json.loads(request)
+        fields["cancellation"] = Cancellation(event_id, request["operator_id"],
+                                              request["reason"], request["compensate"])
+    return Run(**fields)
 
 
 async def attempts_of(conn: asyncpg.Connection,
@@ -291,14 +317,15 @@ async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None)
                        call.logical_call_id, until)
 
 
-async def abort_run(conn: asyncpg.Connection, run: RunKey, reason: str, *,
+async def abort_run(conn: asyncpg.Connection, run: RunKey, code: str, reason: str, *,
                     compensate: bool = True) -> bool:
-    """True the first time: the run stops dispatching, and its done steps get compensated
-    if ``compensate``."""
+    """True the first time: the run stops dispatching (``code``: a ``DispatchReason``), and
+    its done steps get compensated if ``compensate``."""
     return bool(await conn.fetchval(
-        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_reason = $3, compensates = $4"
+        f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_code = $3, abort_reason = $4,"
+        " compensates = $5"
         " WHERE tenant_id = $1 AND run_id = $2 AND aborted_at IS NULL RETURNING true",
-        run.tenant_id, run.run_id, reason, compensate))
+        run.tenant_id, run.run_id, code, reason, compensate))
 
 
 async def extend_work(conn: asyncpg.Connection, run: RunKey, until: datetime) -> None:

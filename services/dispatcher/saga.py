@@ -42,22 +42,25 @@ class Saga:
         self._tool_of = tool_of
 
     async def stop(self, step: Step, stop: StopRun) -> None:
-        """The first stop of a run refuses its calls not yet sent; a later one changes nothing."""
+        """The first stop of a run refuses its calls not yet sent (all but the stepped call,
+        whose own decision refuses it); a later one changes nothing."""
         call = step.call
-        if not await repo.abort_run(step.conn, call.run, f"{stop.reason}: {stop.detail}",
-                                    compensate=stop.compensate):
+        if not await repo.abort_run(step.conn, call.run, stop.reason,
+                                    f"{stop.reason}: {stop.detail}", compensate=stop.compensate):
             return
         self._events.call_event(step.uow, RUN_ABORTED, call, step.lease, state=call.state,
                                 version=call.version, reason=stop.reason, detail=stop.detail)
+        if stop.reason == DispatchReason.RUN_CANCELLED:
+            reason, detail = DispatchReason.RUN_CANCELLED, stop.detail
+        else:
+            reason, detail = DispatchReason.RUN_ABORTED, f"{call.tool_name} failed: {stop.reason}"
         for unsent in await repo.unsent_calls(step.conn, call.run):
             if unsent.logical_call_id == call.logical_call_id:
                 continue
-            detail = f"{call.tool_name} failed: {stop.reason}"
-            version = await step.move(unsent, S.DENIED, next_action_at=None,
-                                      reason=DispatchReason.RUN_ABORTED)
+            version = await step.move(unsent, S.DENIED, next_action_at=None, reason=reason)
             self._events.call_event(step.uow, DISPATCH_REFUSED, unsent, step.lease,
-                                    state=S.DENIED, version=version,
-                                    reason=DispatchReason.RUN_ABORTED, detail=detail)
+                                    state=S.DENIED, version=version, reason=reason,
+                                    detail=detail)
 
     async def settle_original(self, step: Step, to: S, reason: DispatchReason | None) -> None:
         original = await repo.call_for_update(step.conn, step.call.compensates)

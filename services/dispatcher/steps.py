@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import events, leases, repository as repo
+from services.dispatcher import cancellations, events, leases, repository as repo
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
@@ -25,9 +25,9 @@ from services.dispatcher.breaker import Breakers
 from services.dispatcher.compensations import Proposer
 from services.dispatcher.decide import Judges, Repair, decide
 from services.dispatcher.decide.actions import (AdvanceSaga, AfterCommit, CommitEffect,
-                                                ConcludeRepair, Count, CrashPoint, ExtendWork,
-                                                FinishAttempt, Move, Postpone, SettleOriginal,
-                                                StartAttempt, StopRun)
+                                                ConcludeCancellation, ConcludeRepair, Count,
+                                                CrashPoint, ExtendWork, FinishAttempt, Move,
+                                                Postpone, SettleOriginal, StartAttempt, StopRun)
 from services.dispatcher.decide.situation import dependency_of
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.saga import Saga
@@ -139,6 +139,11 @@ class Stepper:
                     log.warning("resolution of %s by %s refused: %s", call.logical_call_id,
                                 operator_id, detail)
                 await repo.conclude_resolution(conn, event_id, status, detail)
+            case ConcludeCancellation(event_id, status, detail):
+                log.log(logging.WARNING if status == "refused" else logging.INFO,
+                        "cancellation of run %s %s%s", call.run, status,
+                        f": {detail}" if detail else "")
+                await cancellations.conclude(conn, event_id, status, detail)
             case Count(metric, tool_name):
                 step.observed.append((metric, tool_name))
             case CrashPoint(name):

@@ -63,6 +63,7 @@ class DispatchReason(StrEnum):
     CALL_ATTEMPT_BUDGET_EXHAUSTED = "call_attempt_budget_exhausted"
     RUN_DEADLINE_PASSED = "run_deadline_passed"
     RUN_ABORTED = "run_aborted"
+    RUN_CANCELLED = "run_cancelled"
     UNKNOWN_TOOL = "unknown_tool"
     REJECTED_BY_TOOL = "rejected_by_tool"
     RESULT_INVALID = "result_invalid"

@@ -26,8 +26,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from intentledger_client.signing import (AGENT_CLAIM, ALGORITHMS, APPROVAL, HEADER, MAX_LIFETIME_S,
-                                         PERSON_CLAIM, PROPOSAL, REGISTRY, RESOLUTION,
+from intentledger_client.signing import (AGENT_CLAIM, ALGORITHMS, APPROVAL, CANCELLATION, HEADER,
+                                         MAX_LIFETIME_S, PERSON_CLAIM, PROPOSAL, REGISTRY, RESOLUTION,
                                          SIGNING_KEY_ENV, SIGNING_KEY_FILE_ENV, SigningKey,
                                          load_signing_key, parse_signing_key, sign,
                                          signing_key_from_env, typ)
@@ -37,7 +37,8 @@ from joserfc.jwk import ECKey, OKPKey
 
 from shared.identity.principals import Principals, PublicKey
 
-__all__ = ["AGENT_CLAIM", "ALGORITHMS", "APPROVAL", "CLOCK_SKEW_S", "HEADER", "MAX_LIFETIME_S",
+__all__ = ["AGENT_CLAIM", "ALGORITHMS", "APPROVAL", "CANCELLATION", "CLOCK_SKEW_S", "HEADER",
+           "MAX_LIFETIME_S",
            "PERSON_CLAIM", "PROPOSAL", "PROPOSES_FOR_OTHERS", "PUBLISHES_FOR_PEOPLE", "RESOLUTION",
            "SIGNING_KEY_ENV", "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy",
            "SigningKey", "generate_signing_key", "load_signing_key", "parse_signing_key", "save_signing_key",

@@ -27,6 +27,7 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
                                               EffectRequested)
 from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
+from shared.contracts.cancellations import RUN_CANCELLATION_REQUESTED, RunCancellation
 from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.contracts.results import (TOOL_CALL_AWAITING_APPROVAL, TOOL_CALL_SETTLED,
@@ -97,11 +98,15 @@ def approvals_schema() -> dict[str, Any]:
 
 
 def resolutions_schema() -> dict[str, Any]:
-    """Inbound from operators: a resolution of a call reconciliation could not settle."""
+    """Inbound from operators: a resolution of a call reconciliation could not settle, or a
+    run's cancellation."""
     return _enveloped(LEDGER_RESOLUTIONS, "An operator settles by hand, with evidence, a call "
-                                          "left RECONCILING or in MANUAL_REVIEW.",
-                      [Resolution], [_payload_is("Resolution")],
-                      event_types=[RESOLUTION_REQUESTED])
+                                          "left RECONCILING or in MANUAL_REVIEW; or cancels a "
+                                          "run.",
+                      [Resolution, RunCancellation],
+                      [{"if": _event_type_is(RUN_CANCELLATION_REQUESTED),
+                        "then": _payload_is("RunCancellation"), "else": _payload_is("Resolution")}],
+                      event_types=[RESOLUTION_REQUESTED, RUN_CANCELLATION_REQUESTED])
 
 
 def compensations_schema() -> dict[str, Any]:

@@ -175,6 +175,9 @@ _DISPATCH_REASON = {
     "run_deadline_passed": "no time is left before the run's deadline (minus the recovery reserve)",
     "run_aborted": "an earlier step of the run failed: nothing more is dispatched, done steps "
                    "are compensated",
+    "run_cancelled": "an operator cancelled the run: nothing more is dispatched (a call already "
+                     "sent settles with its true outcome); done steps are compensated only if the "
+                     "operator asked",
     "unknown_tool": "the dispatcher's registry no longer declares the call's tool and version",
     "rejected_by_tool": "the downstream system confirmed it applied nothing (its reason is in "
                         "the event's detail)",

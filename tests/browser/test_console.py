@@ -4,8 +4,8 @@ The crash-after-debit story: the wallet commits the debit and its answer is lost
 offers no lookup, so the call waits in MANUAL_REVIEW. An operator signs in, finds the run,
 reads its timeline, resolves the call from the UNKNOWN queue's form with the wallet's receipt
 and sees the run complete, with their identity (from the session, not the form) and evidence
-in the history, and still one debit. Then: tool output with markup is shown as text, and a
-page of 1,000 runs renders and keeps refreshing.
+in the history, and still one debit. An operator cancels a run from its page. Then: tool output
+with markup is shown as text, and a page of 1,000 runs renders and keeps refreshing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from shared import faults
 from tests.browser.conftest import screenshot
 from tests.support.identities import fresh_principal
 from tests.support.dispatch import call_row, settled
-from tests.support.pipeline import answer, debit, names, propose
+from tests.support.pipeline import answer, approve, debit, decision, names, propose
 from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
 from tests.support.query_api import query_api
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique
@@ -116,6 +116,46 @@ async def test_an_operator_finds_the_stuck_run_reads_its_timeline_and_resolves_i
                               where=" AND event_type = 'ToolOutcomeResolved'")
     payload = json.loads(history["envelope"])["payload"]
     assert (payload["operator_id"], payload["evidence"]) == ("operator:dana", MARKUP)
+
+
+async def test_an_operator_cancels_a_run_whose_call_waits_for_approval(
+        stage, pool, endpoints, page):
+    """The call waiting for a person is approved after the cancellation: it is refused
+    ``run_cancelled``, never sent; the call already done stands (no compensation asked)."""
+    run_id, _ = names()
+    principal = fresh_principal()
+    wallet_id = await new_wallet(pool, 100_000)
+    stage.write_policy({"capability_ttl_seconds": 120, "rules": [
+        {**POLICY["rules"][0], "max_amount_minor": 5000, "currency": "EUR",
+         "over_cap": "require_approval",
+         "approval": {"quorum": 1, "approvers": ["operator:*"], "ttl_seconds": 600}}]})
+    async with pipeline(stage), \
+            query_api(endpoints, {}, console=OPERATOR, resolutions_topic=stage.resolutions) as api:
+        await propose(stage, debit(run_id, principal, wallet_id, "10.00", call_id="done", key="a"),
+                      debit(run_id, principal, wallet_id, "90.00", call_id="big", key="b"))
+        done = (await answer(pool, stage, run_id, "done"))["payload"]
+        big = (await answer(pool, stage, run_id, "big"))["payload"]
+        assert await settled(pool, uuid.UUID(done["logical_call_id"])) == "SUCCEEDED"
+        await decision(pool, big["logical_call_id"], "awaiting_approval")
+
+        await sign_in(page, api.url)
+        await page.goto(f"{api.url}/console/#/runs/acme/{run_id}")
+        await page.click("#cancel-panel summary")
+        await page.fill("#cancel-reason", "the customer called to stop it")
+        await screenshot(page, "8-cancel-run")
+        await page.click("#cancel-form button[type=submit]")
+        await expect(page.locator("#cancel-panel .verdict")).to_have_attribute(
+            "data-status", "applied", timeout=60_000)
+
+        await approve(stage, big, "operator:eve")
+        assert await settled(pool, uuid.UUID(big["logical_call_id"])) == "DENIED"
+        await expect(page.locator("#run-summary")).to_contain_text("run_cancelled", timeout=60_000)
+    assert (await call_row(pool, uuid.UUID(big["logical_call_id"])))["reason"] == "run_cancelled"
+    assert await debits_under(pool, big["operation_key"]) == 0
+    assert await debits_under(pool, done["operation_key"]) == 1
+    cancelled_by = await pool.fetchval(
+        "SELECT request->>'operator_id' FROM dispatcher.cancellations WHERE run_id = $1", run_id)
+    assert cancelled_by == "operator:dana"  # from the session, not the form
 
 
 async def test_tool_output_with_markup_is_shown_as_inert_text(pool, endpoints, page):

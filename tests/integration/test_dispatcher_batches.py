@@ -2,7 +2,8 @@
 per run; one statement holds the leases of many runs while honouring another worker's unexpired
 lease (and taking over an expired one with the next fence), and skips a lease another batch has
 locked instead of waiting for it; concurrent claims never take two calls of one run; a step
-that fails is isolated and the rest of its batch commits once."""
+that fails is isolated and the rest of its batch commits once, and a call whose steps keep
+failing waits ever longer."""
 
 import asyncio
 import uuid
@@ -17,7 +18,7 @@ from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.batch import Batch
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.finishing import Finishing
-from services.dispatcher.metrics import DispatcherMetrics
+from services.dispatcher.metrics import STEP_FAILURE, DispatcherMetrics
 from services.dispatcher.scheduler import Scheduler
 from services.dispatcher.steps import StepReport
 from shared.db.unit_of_work import UnitOfWork
@@ -47,6 +48,12 @@ async def rolled_back(pool):
             await transaction.rollback()
 
 
+def _unique() -> str:
+    """Run ids of this test run only: a rerun on the same database must not find the leases
+    (and fences) an earlier run of the same test left behind."""
+    return uuid.uuid4().hex[:10]
+
+
 async def _due_calls(conn, run_id: str, count: int, tenant: str = "acme") -> list:
     intents = [debit_intent("w-batch", run_id=run_id).model_copy(update={"tenant_id": tenant})
                for _ in range(count)]
@@ -59,8 +66,8 @@ async def _due_calls(conn, run_id: str, count: int, tenant: str = "acme") -> lis
 
 async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
     async with rolled_back(pool) as conn:
-        busy = await _due_calls(conn, f"run-busy-{stage.folder.name}", 3)
-        quiet = await _due_calls(conn, f"run-quiet-{stage.folder.name}", 1)
+        busy = await _due_calls(conn, f"run-busy-{_unique()}", 3)
+        quiet = await _due_calls(conn, f"run-quiet-{_unique()}", 1)
         now = await conn.fetchval("SELECT clock_timestamp()")
         claimed = await repo.claim_due(conn, "worker-a", now, 10)
     assert sorted(call.run_id for call in claimed) == sorted({busy[0].run_id, quiet[0].run_id})
@@ -68,8 +75,8 @@ async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
 
 
 async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(stage, pool):
-    mine = RunKey("acme", f"run-mine-{stage.folder.name}")
-    theirs = RunKey("acme", f"run-theirs-{stage.folder.name}")
+    mine = RunKey("acme", f"run-mine-{_unique()}")
+    theirs = RunKey("acme", f"run-theirs-{_unique()}")
     async with rolled_back(pool) as conn:
         await _due_calls(conn, mine.run_id, 1)
         await _due_calls(conn, theirs.run_id, 1)
@@ -87,8 +94,8 @@ async def test_leases_of_many_runs_in_one_statement_respect_an_unexpired_owner(s
 async def test_a_lease_locked_by_another_batch_is_skipped_not_waited_for(stage, pool):
     """Waiting would hold this batch's own locks meanwhile: the dispatcher's loops would queue
     behind each other (measured: most of a busy dispatcher's statement time)."""
-    locked = RunKey("acme", f"run-locked-{stage.folder.name}")
-    free = RunKey("acme", f"run-free-{stage.folder.name}")
+    locked = RunKey("acme", f"run-locked-{_unique()}")
+    free = RunKey("acme", f"run-free-{_unique()}")
     async with pool.acquire() as conn:
         await _due_calls(conn, locked.run_id, 1)
         await _due_calls(conn, free.run_id, 1)
@@ -102,7 +109,7 @@ async def test_a_lease_locked_by_another_batch_is_skipped_not_waited_for(stage, 
 async def test_two_tenants_runs_of_one_id_have_a_lease_and_a_lock_each(stage, pool):
     """Runs are named by tenant and run id: acme's run being stepped (its lease held, its lock
     taken) neither skips globex's run of that id nor shares its fence."""
-    run_id = f"run-shared-{stage.folder.name}"
+    run_id = f"run-shared-{_unique()}"
     acme, globex = RunKey("acme", run_id), RunKey("globex", run_id)
     async with pool.acquire() as conn:
         await _due_calls(conn, run_id, 1)
@@ -117,7 +124,7 @@ async def test_two_tenants_runs_of_one_id_have_a_lease_and_a_lock_each(stage, po
 async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):
     """Calls woken together share a due time; both claims must choose the same one of them, which
     only the first can lock, rather than one each (only one of them could hold the run)."""
-    run_id = f"run-tied-{stage.folder.name}"
+    run_id = f"run-tied-{_unique()}"
     async with pool.acquire() as conn:
         async with conn.transaction():  # one now(): every call of the run is due at one instant
             await _due_calls(conn, run_id, 5)
@@ -147,7 +154,7 @@ class _StepperFailingOn:
 
 
 async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once(stage, pool):
-    good_run, bad_run = f"run-good-{stage.folder.name}", f"run-bad-{stage.folder.name}"
+    good_run, bad_run = f"run-good-{_unique()}", f"run-bad-{_unique()}"
     async with pool.acquire() as conn, conn.transaction():
         [good] = await _due_calls(conn, good_run, 1)
         [bad] = await _due_calls(conn, bad_run, 1)
@@ -177,6 +184,43 @@ async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once
         await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
         await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
                            " WHERE run_id = ANY($1::text[])", [good_run, bad_run])
+
+
+async def test_a_call_that_keeps_failing_waits_ever_longer_and_is_counted(stage, pool):
+    """A call no step can take was retried every second for ever, a traceback each time (a
+    benchmark on a database holding such a row burned 150 CPU-seconds on it). Now each
+    consecutive failure doubles the wait, every one is counted, and a step that succeeds
+    starts the count over."""
+    run_id = f"run-poison-{_unique()}"
+    async with pool.acquire() as conn, conn.transaction():
+        [bad] = await _due_calls(conn, run_id, 1)
+    stepper = _StepperFailingOn(bad.logical_call_id)
+    settings, counted = stage.dispatcher_settings(), DispatcherMetrics()
+    scheduler = Scheduler(pool, Batch(stepper, settings), Breakers(5, timedelta(seconds=5)),
+                          HttpEffectAdapter(), settings, counted)
+
+    async def waits_after_a_step() -> float:
+        await pool.execute("UPDATE dispatcher.calls SET next_action_at = now()"
+                           " WHERE logical_call_id = $1", bad.logical_call_id)
+        before = await pool.fetchval("SELECT clock_timestamp()")
+        assert await scheduler.step_batch() == 1
+        retry_at = await pool.fetchval("SELECT next_action_at FROM dispatcher.calls"
+                                       " WHERE logical_call_id = $1", bad.logical_call_id)
+        return 0.0 if retry_at is None else (retry_at - before).total_seconds()
+
+    try:
+        waits = [await waits_after_a_step() for _ in range(4)]
+        assert [round(wait) for wait in waits] == [1, 2, 4, 8]
+        assert counted.counts[STEP_FAILURE] == 4
+        stepper.bad = None  # mended: it steps, and a later failure waits a second again
+        assert await waits_after_a_step() == 0.0
+        stepper.bad = bad.logical_call_id
+        assert round(await waits_after_a_step()) == 1
+        assert counted.counts[STEP_FAILURE] == 5
+    finally:
+        await pool.execute("DELETE FROM dispatcher.outbox WHERE topic = 't.batch-steps'")
+        await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL WHERE run_id = $1",
+                           run_id)
 
 
 async def test_a_consumer_steps_one_call_per_free_run_of_kafka_tools_and_wakes_the_rest(stage,

@@ -91,5 +91,11 @@ BEGIN
         GRANT SELECT (logical_call_id, run_id, tenant_id, state) ON dispatcher.calls TO query;
         GRANT SELECT (event_id, status, reason) ON dispatcher.resolutions TO query;
     END IF;
+    -- Its cancel form waits for the dispatcher's verdict on a run's cancellation likewise.
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'query')
+       AND to_regclass('dispatcher.cancellations') IS NOT NULL THEN
+        GRANT SELECT (event_id, tenant_id, run_id, status, reason) ON dispatcher.cancellations
+            TO query;
+    END IF;
 END
 $grants$;

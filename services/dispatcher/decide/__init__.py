@@ -5,7 +5,7 @@ the time — and returns the actions of its next step; the executor (``steps.py`
 the step's transaction. No SQL and no sending here, so every transition can be tested as a
 table. One module per phase: ``forward`` (intent, attempts, their answers), ``reconcile``
 (evidence for an UNKNOWN outcome), ``settle`` (endings), ``compensate`` (the saga),
-``repair`` (operator resolutions).
+``repair`` (operator resolutions), ``cancel`` (an operator's cancellation of the run).
 
 The rules that make a lost response safe:
 - an attempt is recorded before it is sent (the Kafka request is an outbox row of the same
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from services.dispatcher.decide import forward, reconcile, repair as repairs, settle
+from services.dispatcher.decide import cancel, forward, reconcile, repair as repairs, settle
 from services.dispatcher.decide.actions import Action, Postpone
 from services.dispatcher.decide.situation import Judges, Repair, Situation
 from services.dispatcher.repository import Attempt, Call, Run
@@ -39,6 +39,8 @@ def decide(call: Call, run: Run, attempts: Sequence[Attempt], repair: Repair | N
     entry for the call's tool (None: no longer declared)."""
     step = Situation(call, run, tuple(attempts), now, fence, tool, judges)
     actions: list[Action] = []
+    if run.cancellation is not None:
+        actions, step = cancel.cancel(step)
     if repair is not None:
         resolved, settled = repairs.resolve(step, repair)
         if settled:

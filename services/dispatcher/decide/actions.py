@@ -90,6 +90,15 @@ class ConcludeRepair:
 
 
 @dataclass(frozen=True)
+class ConcludeCancellation:
+    """An operator's cancellation of the run is applied or refused, for the record."""
+
+    event_id: uuid.UUID
+    status: Literal["applied", "refused"]
+    detail: str | None
+
+
+@dataclass(frozen=True)
 class Count:
     """A metric, counted once the step's transaction has committed."""
 
@@ -129,4 +138,5 @@ class CrashPoint:
 
 
 Action = (Postpone | Move | StartAttempt | FinishAttempt | ExtendWork | CommitEffect
-          | ConcludeRepair | Count | StopRun | SettleOriginal | AdvanceSaga | CrashPoint)
+          | ConcludeRepair | ConcludeCancellation | Count | StopRun | SettleOriginal | AdvanceSaga
+          | CrashPoint)

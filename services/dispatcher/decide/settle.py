@@ -17,6 +17,9 @@ from shared.contracts.dispatch import (DISPATCH_REFUSED, MANUAL_REVIEW_REQUIRED,
                                        TOOL_EFFECT_RECONCILED, TOOL_RESULT_RECORDED,
                                        CallState as S, DispatchReason)
 
+RUN_STOPPED = frozenset({DispatchReason.RUN_ABORTED, DispatchReason.RUN_CANCELLED})
+"""Refusals because the run has stopped already: they do not stop it again."""
+
 
 def succeed(step: Situation, attempt: Attempt, *, reconciled: bool) -> list[Action]:
     step.judges.breakers.succeeded(step.dependency)
@@ -57,7 +60,7 @@ def refuse(step: Situation, refusal: Refusal) -> list[Action]:
     """No dispatch, and the reason on record."""
     actions: list[Action] = [Move(refusal.state, DISPATCH_REFUSED, reason=refusal.reason,
                                   detail=refusal.detail)]
-    if refusal.reason == DispatchReason.RUN_ABORTED:
+    if refusal.reason in RUN_STOPPED:
         return actions
     return actions + compensate.after_failure(step.call, refusal.reason, refusal.detail)
 

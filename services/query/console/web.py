@@ -2,11 +2,13 @@
 
 The page is static (``static/``: HTML, a few ES modules, one stylesheet; no build step) and reads
 everything through the query API's ``/v1`` endpoints, which accept the console's session in
-place of a bearer key, with the same tenant scoping. The only write is the resolve form: it
-calls the same resolve operation as ``intentledger resolve`` (a ``Resolution`` on
+place of a bearer key, with the same tenant scoping. The only writes are two forms. The resolve
+form calls the same resolve operation as ``intentledger resolve`` (a ``Resolution`` on
 ``ledger.resolutions``, applied or refused by the dispatcher under the policy's resolution
-rules), as the signed-in person, never as whoever the form says: signed with the console's
-key, the person named in the signature's ``person`` claim (``ConsoleSettings``).
+rules); the cancel form the same cancellation as ``intentledger runs cancel`` (applied only for
+an operator of the run's tenant). Both act as the signed-in person, never as whoever the form
+says: signed with the console's key, the person named in the signature's ``person`` claim
+(``ConsoleSettings``).
 
 Every response carries a content security policy that allows this origin's script and
 stylesheet only (no inline script, no eval, no framing), and the page writes untrusted text
@@ -28,12 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.query.console.sessions import COOKIE, Sessions, Viewer
 from services.query.console.settings import ConsoleSettings
+from shared.operator.cancel import cancel_run
 from shared.operator.publish import Signer
 from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
 from services.query import reads
 from services.query.access import scoped
 from services.query.errors import QueryError
 from shared.config import Endpoints
+from shared.runs import RunKey
 from shared.topology import LEDGER_RESOLUTIONS
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,14 @@ class Login(BaseModel):
     token: str = Field(min_length=1, max_length=500)
 
 
+class CancellationForm(BaseModel):
+    """What the operator types to cancel a run; who they are comes from their session."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=2000)
+    compensate: bool = False
+
+
 class ResolutionForm(BaseModel):
     """What the operator types; who they are comes from their session."""
 
@@ -98,6 +110,7 @@ def add_console(app: web.Application, console: Console) -> None:
     app.router.add_post(f"{PREFIX}/session", sign_in)
     app.router.add_post(f"{PREFIX}/session/end", sign_out)
     app.router.add_post(PREFIX + "/api/calls/{logical_call_id}/resolution", resolution)
+    app.router.add_post(PREFIX + "/api/runs/{tenant}/{run_id}/cancellation", cancellation)
 
 
 @web.middleware
@@ -177,12 +190,9 @@ async def resolution(request: web.Request) -> web.Response:
         raise QueryError(404, "not_found", f"logical_call_id {call_id}")
     resolution = ResolutionRequest(call_id, form.outcome, form.reason, form.evidence,
                                    form.receipt_id or None, form.result)
-    key = console.settings.key
-    assert key is not None  # nobody signs in to a console without a key (ConsoleSettings)
-    signer = Signer(key, console.settings.principal_id, person=viewer.operator_id)
     try:
         verdict = await resolve(console.endpoints, resolution, timeout_s=console.settings.resolve_timeout_s,
-                                topic=console.resolutions_topic, signer=signer)
+                                topic=console.resolutions_topic, signer=_signer_for(console, viewer))
     except NoSuchIntent as error:
         raise QueryError(404, "not_found", str(error)) from None
     except ValidationError as error:
@@ -193,6 +203,37 @@ async def resolution(request: web.Request) -> web.Response:
     log.info("console: %s resolved %s as %s: %s", viewer.operator_id, call_id, form.outcome,
              verdict["status"])
     return web.json_response(verdict)
+
+
+async def cancellation(request: web.Request) -> web.Response:
+    """Cancel a run as the signed-in operator; answers the dispatcher's verdict."""
+    console = request.app[CONSOLE]
+    viewer = _signed_in(request)
+    _checked_csrf(request, viewer)
+    run = RunKey(request.match_info["tenant"], request.match_info["run_id"])
+    form = _parsed(CancellationForm, await _json(request))
+    async with scoped(console.pool, viewer.access) as conn:
+        visible = await reads.get_run(conn, run)
+    if visible is None:  # another tenant's run is as absent as a run that does not exist
+        raise QueryError(404, "not_found", f"run {run}")
+    try:
+        verdict = await cancel_run(console.endpoints, run, reason=form.reason,
+                                   compensate=form.compensate, topic=console.resolutions_topic,
+                                   signer=_signer_for(console, viewer),
+                                   timeout_s=console.settings.resolve_timeout_s)
+    except (KafkaError, OSError) as error:
+        # Maybe published, maybe not: trying again is safe, a stopped run refuses it.
+        raise QueryError(503, "unavailable",
+                         f"the cancellation could not be published: {error}") from None
+    log.info("console: %s cancelled run %s: %s", viewer.operator_id, run, verdict["status"])
+    return web.json_response(verdict)
+
+
+def _signer_for(console: Console, viewer: Viewer) -> Signer:
+    """The console's key, naming the signed-in person: the dispatcher checks the person's roles."""
+    key = console.settings.key
+    assert key is not None  # nobody signs in to a console without a key (ConsoleSettings)
+    return Signer(key, console.settings.principal_id, person=viewer.operator_id)
 
 
 def _signed_in(request: web.Request) -> Viewer:

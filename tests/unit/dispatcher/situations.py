@@ -10,9 +10,10 @@ from datetime import timedelta
 
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.decide import Judges, Repair, decide
-from services.dispatcher.decide.actions import (AdvanceSaga, CommitEffect, ConcludeRepair, Count,
-                                                CrashPoint, ExtendWork, FinishAttempt, Move,
-                                                Postpone, SettleOriginal, StartAttempt, StopRun)
+from services.dispatcher.decide.actions import (AdvanceSaga, CommitEffect, ConcludeCancellation,
+                                                ConcludeRepair, Count, CrashPoint, ExtendWork,
+                                                FinishAttempt, Move, Postpone, SettleOriginal,
+                                                StartAttempt, StopRun)
 from services.dispatcher.repository import Attempt, Call
 from services.dispatcher.settings import DispatcherSettings
 from shared.contracts.dispatch import CallState as S
@@ -92,6 +93,8 @@ def summary(actions) -> list[str]:
                 lines.append(f"effect of #{producer.attempt}")
             case ConcludeRepair(_, status):
                 lines.append(f"repair {status}")
+            case ConcludeCancellation(_, status, detail):
+                lines.append(f"cancellation {status}" + (f" ({detail})" if detail else ""))
             case StopRun(reason, _, compensate):
                 lines.append(f"stop run ({reason})" + ("" if compensate else " keeping done steps"))
             case SettleOriginal(to):

@@ -1,7 +1,7 @@
 // One run: every event in history order, grouped per intent, with the call's state
 // machine drawn. The tool's result is shown as untrusted text.
 
-import { allPages, api, query } from "./api.js";
+import { allPages, api, post, query, session } from "./api.js";
 import { changed, el, frame, region, short, stateCell, table } from "./dom.js";
 
 const MACHINE = [
@@ -41,6 +41,7 @@ export async function timeline(view, [tenant, runId], fresh, current) {
     el("p", {}, el("a", { href: "#/runs" }, "← runs")),
     el("h1", {}, "Run ", el("span", { class: "mono" }, runId)),
     el("div", { id: "run-summary" }),
+    cancelPanel(tenant, runId),
     el("div", { id: "run-calls" }),
   ]);
   const [detail, events] = await Promise.all([runDetail(tenant, runId), runEvents(tenant, runId)]);
@@ -63,6 +64,41 @@ export async function timeline(view, [tenant, runId], fresh, current) {
     sections.push(el("section", { class: "call" }, el("h2", {}, "Run events"), eventTable(byCall.get("run"))));
   }
   region("run-calls").replaceChildren(...sections);
+}
+
+// Cancelling: built once per view, so a refresh never wipes what the operator is typing. The
+// dispatcher decides: calls not yet sent are refused, calls already sent settle with their truth.
+function cancelPanel(tenant, runId) {
+  const verdict = el("p", { class: "verdict", role: "status" });
+  const form = el("form", { id: "cancel-form" },
+    el("label", { for: "cancel-reason" }, "reason"),
+    el("input", { id: "cancel-reason", name: "reason", required: true }),
+    el("span", {}),
+    el("label", {}, el("input", { type: "checkbox", name: "compensate" }),
+      " also undo its done steps (their tools' compensations)"),
+    el("span", {}),
+    el("button", { type: "submit" }, `Cancel run as ${session.me?.operator_id || "you"}`));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    verdict.textContent = "sent; waiting for the dispatcher's verdict…";
+    verdict.className = "verdict";
+    try {
+      const answer = await post(
+        `/console/api/runs/${encodeURIComponent(tenant)}/${encodeURIComponent(runId)}/cancellation`,
+        { reason: data.get("reason"), compensate: data.get("compensate") === "on" });
+      verdict.textContent = `${answer.status}${answer.reason ? `: ${answer.reason}` : ""}`;
+      verdict.className = `verdict ${answer.status === "applied" ? "state-SUCCEEDED" : "error"}`;
+      verdict.dataset.status = answer.status;
+    } catch (problem) {
+      verdict.textContent = `refused: ${problem.message}`;
+      verdict.className = "verdict error";
+      verdict.dataset.status = "error";
+    }
+  });
+  return el("details", { class: "panel", id: "cancel-panel" }, el("summary", {}, "Cancel this run…"),
+    el("p", {}, "Calls not yet sent are refused (run_cancelled); calls already sent settle with their true outcome. Applied only if you are an operator of the run's tenant, and only once."),
+    form, verdict);
 }
 
 function callSection(call, events) {

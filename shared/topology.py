@@ -90,9 +90,9 @@ TOPICS = (
     Topic(LEDGER_AUTHORIZATIONS, "the policy's decisions: allowed with a capability, denied, "
           "awaiting approval", "ledger.authorizations.schema.json", "run id", ("policy",),
           ("dispatcher", "projection"), False),
-    Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents reconciliation could not settle",
-          "ledger.resolutions.schema.json", "run id", (OPERATORS, CONSOLE),
-          ("dispatcher-priority",), True),
+    Topic(LEDGER_RESOLUTIONS, "operators' resolutions of intents reconciliation could not "
+          "settle, and their cancellations of runs", "ledger.resolutions.schema.json", "run id",
+          (OPERATORS, CONSOLE), ("dispatcher-priority", "policy"), True),
     Topic(LEDGER_COMPENSATIONS, "compensations the dispatcher proposes, sealed with its key",
           "ledger.compensations.schema.json", "run id", ("dispatcher",), ("policy",), False),
     Topic(LEDGER_DISPATCH, "the dispatcher's lifecycle of each intent",

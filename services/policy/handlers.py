@@ -1,5 +1,5 @@
-"""From ``ledger.intake``, ``ledger.approvals`` and ``ledger.compensations`` to verdicts, in the
-consumer's transaction.
+"""From ``ledger.intake``, ``ledger.approvals``, ``ledger.compensations`` and the run
+cancellations on ``ledger.resolutions`` to verdicts, in the consumer's transaction.
 
 An accepted intent gets exactly one decision (its id is unique): allowed with a
 capability, denied with a reason, or awaiting approval. Approvals are recorded whether they
@@ -13,7 +13,9 @@ An approval counts only for the principal whose signature proves it acts
 tenant. Quorums therefore count distinct verified principals, never distinct names.
 
 A compensation the dispatcher proposes is judged only once its seal and its derivation hold
-(``compensations.py``).
+(``compensations.py``). An operator's cancellation of a run denies its calls waiting for
+approval, once its signature proves an operator of the run's tenant sent it
+(``cancellations.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 
 from joserfc.jwk import OKPKey
 
-from services.policy import repository as repo
+from services.policy import cancellations, repository as repo
 from services.policy.approvals import already_counted, approval_refusal, granted
 from services.policy.compensations import proposal_refusal
 from services.policy.judging import judge, judge_all
@@ -33,17 +35,19 @@ from services.policy.outcomes import announce
 from services.policy.verdicts import denial, verdict_of
 from shared.policy.watcher import PolicyWatcher
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
+from shared.contracts.cancellations import RunCancellation
 from shared.contracts.authorizations import PolicyReason
 from shared.contracts.compensations import CompensationProposal
 from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
-from shared.identity.acting import APPROVER, acting_principal
+from shared.identity.acting import APPROVER, OPERATOR, acting_principal
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import SignedEnvelope
-from shared.identity.signatures import APPROVAL, SignatureRefused
+from shared.identity.signatures import APPROVAL, CANCELLATION, SignatureRefused
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, parse
+from shared.runs import RunKey
 from shared.tools import Rejection, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -85,11 +89,51 @@ class PolicyHandler:
         for request, judged in zip(known, await judge_all(uow, policy, known), strict=True):
             verdicts[request.intent.logical_call_id] = (request.amount, verdict_of(
                 new_event_id(), judged.decision, request, judged.usage, self._key))
+        await self._withdraw_if_cancelled(uow, intents, verdicts)
         decided = [(intent, *verdicts[call]) for call, (intent, _) in intents.items()]
         inserted = await repo.insert_decisions(uow.connection, decided) if decided else set()
         for call, (intent, envelope) in intents.items():
             if call in inserted:
                 announce(uow, self._topic, intent, verdicts[call][1], envelope)
+
+    async def _withdraw_if_cancelled(self, uow: UnitOfWork, intents: dict, verdicts: dict) -> None:
+        """A call that would wait for approval in a run an operator cancelled is denied instead
+        (``cancellations.py``); only such calls cost a statement, under the run's lock."""
+        waiting = {call: intent for call, (intent, _) in intents.items()
+                   if verdicts[call][1].outcome == "awaiting_approval"}
+        if not waiting:
+            return
+        runs = [RunKey.of(intent) for intent in waiting.values()]
+        await cancellations.lock_runs(uow.connection, runs)
+        stopped = await cancellations.cancelled(uow.connection, runs)
+        for call, intent in waiting.items():
+            if (why := stopped.get(RunKey.of(intent))) is not None:
+                amount, verdict = verdicts[call]
+                verdicts[call] = (amount, denial(verdict.decision_id, verdict.policy_version,
+                                                 verdict.rule, PolicyReason.RUN_CANCELLED, why,
+                                                 verdict.issued_at, verdict.inputs))
+
+    async def on_cancellation(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
+        """Deny the run's calls waiting for approval; a cancellation whose signature does not
+        prove an operator of the run's tenant is ignored here (the dispatcher records why)."""
+        cancellation = parse(envelope, RunCancellation)
+        try:
+            acting_principal(envelope.record_value, envelope.signatures, self._principals.current,
+                             use=CANCELLATION, tenant_id=cancellation.tenant_id,
+                             named=cancellation.operator_id, role=OPERATOR)
+        except SignatureRefused as refused:
+            log.info("cancellation %s naming %s: %s", envelope.event_id,
+                     cancellation.operator_id, refused.message)
+            return
+        conn, now, run = uow.connection, datetime.now(UTC), RunKey.of(cancellation)
+        await cancellations.lock_runs(conn, [run])
+        await cancellations.record(conn, cancellation, envelope.event_id)
+        why = cancellations.cancelled_by(cancellation.operator_id, cancellation.reason)
+        for stored in await repo.awaiting_of_run_for_update(conn, run.tenant_id, run.run_id):
+            verdict = denial(stored.decision_id, stored.policy_version, stored.rule,
+                             PolicyReason.RUN_CANCELLED, why, now, stored.inputs)
+            await repo.conclude(conn, stored, verdict)
+            announce(uow, self._topic, stored.intent, verdict, envelope)
 
     async def on_approval(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         approval = _approval(envelope)

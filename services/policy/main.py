@@ -28,7 +28,8 @@ from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
-from shared.topology import LEDGER_APPROVALS, LEDGER_COMPENSATIONS, LEDGER_INTAKE
+from shared.topology import (LEDGER_APPROVALS, LEDGER_COMPENSATIONS, LEDGER_INTAKE,
+                             LEDGER_RESOLUTIONS)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
                             policy_settings.authorizations_topic, principals)
     routes = Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
                              LEDGER_APPROVALS: policy_settings.approvals_topic,
-                             LEDGER_COMPENSATIONS: policy_settings.compensations_topic}, handler)
+                             LEDGER_COMPENSATIONS: policy_settings.compensations_topic,
+                             LEDGER_RESOLUTIONS: policy_settings.resolutions_topic}, handler)
     service = ConsumerService(
         name="policy", schema=SCHEMA, routes=routes,
         writes=(policy_settings.authorizations_topic,), crash_point="policy.after_commit",

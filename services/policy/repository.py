@@ -125,6 +125,16 @@ async def lapsed_for_update(conn: asyncpg.Connection, now: datetime,
     return [_stored(row) for row in rows]
 
 
+async def awaiting_of_run_for_update(conn: asyncpg.Connection, tenant_id: str,
+                                     run_id: str) -> list[StoredDecision]:
+    """The run's approval requests still open, locked (an approval being applied to one right
+    now is waited for: it may conclude it first)."""
+    rows = await conn.fetch(
+        f"SELECT * FROM {SCHEMA}.decisions WHERE tenant_id = $1 AND run_id = $2"
+        " AND outcome = 'awaiting_approval' ORDER BY logical_call_id FOR UPDATE", tenant_id, run_id)
+    return [_stored(row) for row in rows]
+
+
 def _stored(row: asyncpg.Record) -> StoredDecision:
     inputs = json.loads(row["inputs"])
     amount = (row["amount_minor"], row["currency"]) if row["amount_minor"] is not None else None

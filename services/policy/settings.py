@@ -8,7 +8,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.topology import (LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
-                             LEDGER_INTAKE)
+                             LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -36,3 +36,5 @@ class PolicySettings(BaseSettings):
     approvals_topic: str = LEDGER_APPROVALS
     compensations_topic: str = LEDGER_COMPENSATIONS
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
+    resolutions_topic: str = LEDGER_RESOLUTIONS
+    """Where operators' run cancellations arrive (the dispatcher's ``resolutions_topic``)."""

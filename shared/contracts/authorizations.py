@@ -121,3 +121,4 @@ class PolicyReason(StrEnum):
     APPROVAL_EXPIRED = "approval_expired"
     APPROVER_ALREADY_COUNTED = "approver_already_counted"
     NO_APPROVERS_FOR_TOOL = "no_approvers_for_tool"
+    RUN_CANCELLED = "run_cancelled"

@@ -116,6 +116,9 @@ _INTAKE_REASON = {
                               "was recorded, send the message again after retry_after_s",
     "internal_error": "the intake could not record the call; nothing was dispatched (see its logs)",
 }
+_RUN_CANCELLED = ("an operator cancelled the run: nothing more of it is dispatched and no call of "
+                  "it waits for approval (a call already sent settles with its true outcome); "
+                  "done steps are compensated only if the operator asked")
 _POLICY_REASON = {
     "no_matching_rule": "no policy rule matches the call's principal, tenant, tool and resource",
     "denied_by_rule": "the first policy rule that matches the call denies it",
@@ -138,6 +141,7 @@ _POLICY_REASON = {
     "approver_already_counted": "a second grant by an approver who already counts; it counts once",
     "no_approvers_for_tool": "the tool requires approval (the registry says so, e.g. irreversible "
                              "tools) but the matching rule names no approvers",
+    "run_cancelled": _RUN_CANCELLED,
 }
 
 
@@ -175,9 +179,7 @@ _DISPATCH_REASON = {
     "run_deadline_passed": "no time is left before the run's deadline (minus the recovery reserve)",
     "run_aborted": "an earlier step of the run failed: nothing more is dispatched, done steps "
                    "are compensated",
-    "run_cancelled": "an operator cancelled the run: nothing more is dispatched (a call already "
-                     "sent settles with its true outcome); done steps are compensated only if the "
-                     "operator asked",
+    "run_cancelled": _RUN_CANCELLED,
     "unknown_tool": "the dispatcher's registry no longer declares the call's tool and version",
     "rejected_by_tool": "the downstream system confirmed it applied nothing (its reason is in "
                         "the event's detail)",

@@ -21,7 +21,7 @@ from shared import faults
 from tests.browser.conftest import screenshot
 from tests.support.identities import fresh_principal
 from tests.support.dispatch import call_row, settled
-from tests.support.pipeline import answer, approve, debit, decision, names, propose
+from tests.support.pipeline import answer, debit, decision, names, propose
 from tests.support.pipeline_stack import POLICY, RESOLUTIONS, pipeline, pipeline_stage, projected
 from tests.support.query_api import query_api
 from tests.support.query_rows import seed_call, seed_event, seed_run, unique
@@ -120,8 +120,8 @@ async def test_an_operator_finds_the_stuck_run_reads_its_timeline_and_resolves_i
 
 async def test_an_operator_cancels_a_run_whose_call_waits_for_approval(
         stage, pool, endpoints, page):
-    """The call waiting for a person is approved after the cancellation: it is refused
-    ``run_cancelled``, never sent; the call already done stands (no compensation asked)."""
+    """The call waiting for a person is denied ``run_cancelled`` (nobody is asked any more),
+    never sent; the call already done stands (no compensation asked)."""
     run_id, _ = names()
     principal = fresh_principal()
     wallet_id = await new_wallet(pool, 100_000)
@@ -147,10 +147,9 @@ async def test_an_operator_cancels_a_run_whose_call_waits_for_approval(
         await expect(page.locator("#cancel-panel .verdict")).to_have_attribute(
             "data-status", "applied", timeout=60_000)
 
-        await approve(stage, big, "operator:eve")
-        assert await settled(pool, uuid.UUID(big["logical_call_id"])) == "DENIED"
+        withdrawn = await decision(pool, big["logical_call_id"], "denied")
         await expect(page.locator("#run-summary")).to_contain_text("run_cancelled", timeout=60_000)
-    assert (await call_row(pool, uuid.UUID(big["logical_call_id"])))["reason"] == "run_cancelled"
+    assert withdrawn["reason_code"] == "run_cancelled"
     assert await debits_under(pool, big["operation_key"]) == 0
     assert await debits_under(pool, done["operation_key"]) == 1
     cancelled_by = await pool.fetchval(

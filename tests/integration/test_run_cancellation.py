@@ -1,11 +1,13 @@
 """An operator cancels a run, through the whole pipeline on real Kafka and PostgreSQL.
 
 The protocol: one call of the run is in flight at the wallet when the cancellation arrives,
-another waits for a person's approval, a third is proposed afterwards. The call in flight
-settles with its truth (one debit, never assumed failed); the one approved afterwards and the
-one proposed afterwards are refused ``run_cancelled`` without an attempt; the agent is told so
-for each. Cancellations whose signature does not prove an operator of the run's tenant change
-nothing.
+another waits for a person's approval, and two more are proposed afterwards (one the policy
+allows, one that would need approval). The call in flight settles with its truth (one debit,
+never assumed failed); the one waiting for approval is denied ``run_cancelled`` by the policy
+at once, and an approval given afterwards counts for nothing; of the later two, the allowed
+one is refused ``run_cancelled`` by the dispatcher without an attempt, and the other is denied
+by the policy instead of waiting for people. The agent is told so for each. Cancellations whose
+signature does not prove an operator of the run's tenant change nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from shared.runs import RunKey
 from tests.support.dispatch import attempts, settled
 from tests.support.identities import fresh_principal, signer
 from tests.support.kafka import read_topic, wait_for
-from tests.support.pipeline import answer, approve, debit, decision, names, propose
+from tests.support.pipeline import (answer, approval_outcome, approve, debit, decision,
+                                   dispatched, names, propose)
 from tests.support.pipeline_stack import pipeline, pipeline_stage, projected
 from tests.support.wallet import balance, debits, debits_under, new_wallet
 
@@ -75,27 +78,37 @@ async def test_a_cancelled_run_settles_every_call_once_with_its_truth(stage, poo
         assert (answered["status"], answered["reason"]) == ("applied", None)
 
         assert await settled(pool, sent) == "SUCCEEDED"  # its truth, never assumed failed
-        await approve(stage, waiting, "operator:eve")
-        await propose(stage, debit(run_id, principal, wallet_id, "5.00", call_id="after", key="c"))
+        withdrawn = await decision(pool, waiting["logical_call_id"], "denied")
+        late_grant = await approve(stage, waiting, "operator:eve")
+        await propose(stage,
+                      debit(run_id, principal, wallet_id, "5.00", call_id="after", key="c"),
+                      debit(run_id, principal, wallet_id, "70.00", call_id="after-big", key="d"))
         after = (await answer(pool, stage, run_id, "after"))["payload"]
-        refused = [uuid.UUID(waiting["logical_call_id"]), uuid.UUID(after["logical_call_id"])]
-        assert [await settled(pool, call) for call in refused] == ["DENIED", "DENIED"]
+        after_big = (await answer(pool, stage, run_id, "after-big"))["payload"]
+        assert await settled(pool, uuid.UUID(after["logical_call_id"])) == "DENIED"
+        never_asked = await decision(pool, after_big["logical_call_id"], "denied")
+        grant_counted = await approval_outcome(pool, late_grant)
         run = await projected(pool, "runs", "run_id", run_id,
                               where=" AND stop_reason = 'run_cancelled'")
-        told = await _settled_answers(stage, 3)
+        told = await _settled_answers(stage, 4)
     assert run is not None, "the run's projection never said it was cancelled"
+    assert (withdrawn["reason_code"], never_asked["reason_code"]) == ("run_cancelled",) * 2
+    assert grant_counted == ("refused", "approval_not_pending")
+    refused = [uuid.UUID(call["logical_call_id"]) for call in (waiting, after, after_big)]
+    assert [await dispatched(pool, call) for call in refused] == [0, 1, 0]
     concluded = await pool.fetchval("SELECT concluded_at FROM dispatcher.cancellations"
                                     " WHERE event_id = $1", uuid.UUID(answered["event_id"]))
     [attempt] = await attempts(pool, sent)
     assert attempt["status"] == "applied" and attempt["finished_at"] > concluded, (
         "the debit was not in flight when the cancellation was applied")
-    assert [await attempts(pool, call) for call in refused] == [[], []]
-    assert [await _dispatch_reason(pool, call) for call in refused] == ["run_cancelled"] * 2
+    assert await attempts(pool, refused[1]) == []
+    assert await _dispatch_reason(pool, refused[1]) == "run_cancelled"
     assert await debits_under(pool, in_flight["operation_key"]) == 1
     assert (await debits(pool, wallet_id), await balance(pool, wallet_id)) == (1, OPENING - 1000)
     assert told == {"in-flight": ("SUCCEEDED", None),
                     "needs-approval": ("DENIED", "run_cancelled"),
-                    "after": ("DENIED", "run_cancelled")}
+                    "after": ("DENIED", "run_cancelled"),
+                    "after-big": ("DENIED", "run_cancelled")}
 
 
 async def test_a_cancellation_not_proven_by_an_operator_of_the_tenant_changes_nothing(stage, pool):

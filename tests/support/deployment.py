@@ -180,7 +180,8 @@ def consumers() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     table = {
         "proposal-intake": ({intake.proposals_topic}, {family(intake.results_family),
                                                        intake.intake_topic}),
-        "policy": ({policy.intake_topic, policy.approvals_topic, policy.compensations_topic},
+        "policy": ({policy.intake_topic, policy.approvals_topic, policy.compensations_topic,
+                    policy.resolutions_topic},
                    {policy.authorizations_topic}),
         "dispatcher": ({dispatcher.authorizations_topic, dispatcher.reply_topic,
                         dispatcher.resolutions_topic},

@@ -113,7 +113,7 @@ class Stage:
             "policy_file": self.policy_file, "tools_file": self.tools_file,
             "intake_topic": self.intake, "approvals_topic": self.approvals,
             "authorizations_topic": self.authorizations, "compensations_topic": self.compensations,
-            "reload_interval_s": 0.2, **overrides})
+            "resolutions_topic": self.resolutions, "reload_interval_s": 0.2, **overrides})
 
     def dispatcher_env(self, **overrides) -> dict[str, str]:
         """The same settings as environment variables, for a dispatcher run as a process."""

@@ -62,7 +62,7 @@ def test_two_routed_topics_configured_with_one_name_are_refused():
 def test_a_router_binds_its_topics_to_their_configured_names():
     router = Router(POLICY, {topology.LEDGER_INTAKE: "ledger.intake.t1"})
     assert set(router.topics) == {"ledger.intake.t1", topology.LEDGER_APPROVALS,
-                                  topology.LEDGER_COMPENSATIONS}
+                                  topology.LEDGER_COMPENSATIONS, topology.LEDGER_RESOLUTIONS}
     assert router.accepts["ledger.intake.t1"] == frozenset(POLICY[topology.LEDGER_INTAKE])
 
 

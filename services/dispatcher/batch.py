@@ -16,16 +16,19 @@ are compared by one clock however many replicas run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from services.dispatcher import leases, metrics, repository as repo
+from services.dispatcher import leases, metrics, repository as repo, resolutions
+from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.settings import DispatcherSettings
-from services.dispatcher.steps import Known, StepReport, Stepper
+from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper
+from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import is_retryable
 from shared.tracing import continuing
@@ -72,7 +75,7 @@ class Batch:
                                  self._settings.lease_ttl_s, now)
         runs = await repo.runs_for_update(conn, list(held))
         attempts = await repo.attempts_of(conn, call_ids)
-        resolutions = await repo.pending_resolutions(conn, call_ids)
+        pending = await resolutions.pending(conn, call_ids)
         reports, left = [], []
         for call in sorted(calls, key=lambda call: call.run):
             if (lease := held.get(call.run)) is None:
@@ -82,7 +85,7 @@ class Batch:
                 log.warning("took run %s over from %s (fence %d)", call.run,
                             lease.taken_over_from, lease.fence)
             known = Known(runs[call.run], attempts[call.logical_call_id],
-                          resolutions.get(call.logical_call_id))
+                          pending.get(call.logical_call_id))
             if isolate:
                 reports.append(await self._step_isolated(uow, call, lease, now, known))
             else:
@@ -120,3 +123,29 @@ class Batch:
         if len(self._failures) > FAILING_CALLS_KEPT:
             del self._failures[next(iter(self._failures))]
         return failures
+
+
+async def committed(reports: list[StepReport], counted: DispatcherMetrics,
+                    perform: Callable[[HttpWork], Awaitable[None]] | None = None) -> None:
+    """What the steps of a committed transaction asked for: their metrics counted, their crash
+    points passed, their HTTP attempts made by ``perform`` (the scheduler's; a consumer's steps
+    are of Kafka tools, which ask for none), one report's after another's concurrently."""
+    for report in reports:
+        for metric, tool in report.observed:
+            counted.add(metric, tool)
+    outcomes = await asyncio.gather(*(_after(report, perform) for report in reports),
+                                    return_exceptions=True)
+    if failed := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)),
+                      None):
+        raise failed
+
+
+async def _after(report: StepReport,
+                 perform: Callable[[HttpWork], Awaitable[None]] | None) -> None:
+    for item in report.after:
+        if isinstance(item, str):
+            await faults.hit(CRASH_POINTS[item])
+        elif perform is None:
+            raise TypeError(f"a Kafka tool's step asked for {item!r}")
+        else:
+            await perform(item)

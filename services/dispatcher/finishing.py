@@ -25,11 +25,9 @@ from collections.abc import Callable
 from functools import partial
 from weakref import WeakKeyDictionary, ref
 
-from services.dispatcher import repository as repo
-from services.dispatcher.batch import CRASH_POINTS, Batch
+from services.dispatcher import due, repository as repo
+from services.dispatcher.batch import Batch, committed
 from services.dispatcher.metrics import DispatcherMetrics
-from services.dispatcher.steps import StepReport
-from shared import faults
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import is_retryable
 from shared.tools import ToolSpec
@@ -61,7 +59,7 @@ class Finishing:
         conn = uow.connection
         now = await self._batch.clock(conn)
         mine, left, runs = [], [], set()
-        for call in await repo.waiting_calls_for_update(conn, list(ids)):
+        for call in await due.waiting_calls_for_update(conn, list(ids)):
             tool = self._tool_of(call)
             if (tool is None or tool.adapter != "kafka" or call.run in runs
                     or call.logical_call_id in self._handed_over):
@@ -83,20 +81,10 @@ class Finishing:
                 self._handed_over.update(call.logical_call_id for call in mine)
             raise
         if mine or left:
-            await repo.wake_due(conn, [call.logical_call_id for call in left + busy],
+            await due.wake_due(conn, [call.logical_call_id for call in left + busy],
                                 [call.logical_call_id for call in mine])
         if reports:
-            uow.after_commit(partial(self._committed, reports))
-
-    async def _committed(self, reports: list[StepReport]) -> None:
-        for report in reports:
-            for metric, tool in report.observed:
-                self._counted.add(metric, tool)
-        for report in reports:
-            for item in report.after:
-                if not isinstance(item, str):
-                    raise TypeError(f"a Kafka tool's step asked for {item!r}")
-                await faults.hit(CRASH_POINTS[item])
+            uow.after_commit(partial(committed, reports, self._counted))
 
 
 class _Woken:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from services.dispatcher import cancellations, repository as repo
+from services.dispatcher import cancellations, due, repository as repo, resolutions
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.decide.cancel import RUN_ALREADY_STOPPED, abort_reason, cancelled_by
 from services.dispatcher.finishing import Finishing
@@ -57,7 +57,7 @@ class DispatcherInbox:
         resolution = parse(envelope, Resolution)
         conn = uow.connection
         call = await repo.call_for_update(conn, resolution.logical_call_id)  # call first
-        await repo.insert_resolution(conn, envelope.event_id, resolution.logical_call_id,
+        await resolutions.record(conn, envelope.event_id, resolution.logical_call_id,
                                      resolution.model_dump(mode="json"))
         if call is not None:
             try:
@@ -68,10 +68,10 @@ class DispatcherInbox:
             except SignatureRefused as refused:
                 log.warning("resolution of %s naming %s refused: %s", call.logical_call_id,
                             resolution.operator_id, refused.message)
-                await repo.conclude_resolution(conn, envelope.event_id, "refused",
+                await resolutions.conclude(conn, envelope.event_id, "refused",
                                                f"{refused.code}: {refused.message}")
                 return
-        await repo.wake(conn, resolution.logical_call_id, even_if_settled=True)
+        await due.wake(conn, resolution.logical_call_id, even_if_settled=True)
 
     async def cancellation_requested(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         cancellation = parse(envelope, RunCancellation)
@@ -89,7 +89,7 @@ class DispatcherInbox:
                                          f"{refused.code}: {refused.message}")
             return
         if (call_id := await cancellations.call_to_step(conn, run)) is not None:
-            await repo.wake(conn, call_id, even_if_settled=True)
+            await due.wake(conn, call_id, even_if_settled=True)
             self._finishing.step_before_commit(uow, call_id)
             return
         detail = cancelled_by(cancellation.operator_id, cancellation.reason)

@@ -17,10 +17,10 @@ from datetime import datetime
 
 import asyncpg
 
-from services.dispatcher import leases, repository as repo
+from services.dispatcher import due, leases, repository as repo
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.adapters.orders import Outcome
-from services.dispatcher.batch import CRASH_POINTS, Batch
+from services.dispatcher.batch import Batch, committed
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.metrics import STALE_WRITE, DispatcherMetrics
 from services.dispatcher.retry_budget import backoff
@@ -95,14 +95,7 @@ class Scheduler:
             log.warning("dispatcher: a batch of steps failed (%s); stepping it call by call",
                         error)
             claimed, reports = await self._step_batch(on_claim, isolate=True)
-        for report in reports:
-            for metric, tool in report.observed:
-                self._counted.add(metric, tool)
-        outcomes = await asyncio.gather(*(self._after_commit(report) for report in reports),
-                                        return_exceptions=True)
-        if failed := next((outcome for outcome in outcomes if isinstance(outcome, BaseException)),
-                          None):
-            raise failed
+        await committed(reports, self._counted, self._perform)
         return claimed
 
     async def _step_batch(self, on_claim: Callable[[], None],
@@ -111,7 +104,7 @@ class Scheduler:
         steps it committed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
             now = await self._batch.clock(uow.connection)
-            calls = await repo.claim_due(uow.connection, self._settings.worker_id, now,
+            calls = await due.claim_due(uow.connection, self._settings.worker_id, now,
                                          self._settings.steps_per_transaction)
             if not calls:
                 return 0, []
@@ -120,13 +113,6 @@ class Scheduler:
             reports, _ = await self._batch.step(uow, calls, now, isolate=isolate)
             await uow.commit()
         return len(calls), reports
-
-    async def _after_commit(self, report: StepReport) -> None:
-        for item in report.after:
-            if isinstance(item, HttpWork):
-                await self._perform(item)
-            else:
-                await faults.hit(CRASH_POINTS[item])
 
     async def _perform(self, work: HttpWork) -> None:
         await faults.hit("dispatcher.before_send")  # a slow or paused worker, for fencing tests

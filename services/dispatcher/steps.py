@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import cancellations, events, leases, repository as repo
+from services.dispatcher import cancellations, events, leases, repository as repo, resolutions
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
@@ -138,7 +138,7 @@ class Stepper:
                 if status == "refused":
                     log.warning("resolution of %s by %s refused: %s", call.logical_call_id,
                                 operator_id, detail)
-                await repo.conclude_resolution(conn, event_id, status, detail)
+                await resolutions.conclude(conn, event_id, status, detail)
             case ConcludeCancellation(event_id, status, detail):
                 log.log(logging.WARNING if status == "refused" else logging.INFO,
                         "cancellation of run %s %s%s", call.run, status,

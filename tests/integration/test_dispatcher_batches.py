@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from services.dispatcher import leases, repository as repo
+from services.dispatcher import due, leases, repository as repo
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.batch import Batch
 from services.dispatcher.breaker import Breakers
@@ -69,7 +69,7 @@ async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
         busy = await _due_calls(conn, f"run-busy-{_unique()}", 3)
         quiet = await _due_calls(conn, f"run-quiet-{_unique()}", 1)
         now = await conn.fetchval("SELECT clock_timestamp()")
-        claimed = await repo.claim_due(conn, "worker-a", now, 10)
+        claimed = await due.claim_due(conn, "worker-a", now, 10)
     assert sorted(call.run_id for call in claimed) == sorted({busy[0].run_id, quiet[0].run_id})
     assert {call.logical_call_id for call in claimed} & {i.logical_call_id for i in busy}
 
@@ -130,8 +130,8 @@ async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):
             await _due_calls(conn, run_id, 5)
     async with rolled_back(pool) as first, rolled_back(pool) as second:
         now = await first.fetchval("SELECT clock_timestamp()")
-        taken = await repo.claim_due(first, "worker-a", now, 10)
-        also = await repo.claim_due(second, "worker-a", now, 10)
+        taken = await due.claim_due(first, "worker-a", now, 10)
+        also = await due.claim_due(second, "worker-a", now, 10)
     assert [call.run_id for call in taken] == [run_id]
     assert [call for call in also if call.run_id == run_id] == []
 

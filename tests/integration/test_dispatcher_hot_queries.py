@@ -11,7 +11,7 @@ import uuid
 import asyncpg
 import pytest
 
-from services.dispatcher import leases, repository as repo
+from services.dispatcher import due, leases, repository as repo, resolutions
 from shared.runs import RunKey
 from tests.support.plans import Explaining, whole_table_reads
 
@@ -57,19 +57,19 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
         await transaction.start()
         try:
             await fill_history(conn, prefix)
-            due = RunKey("acme", f"{prefix}due")
-            await repo.insert_run(conn, due, "agent-7", await conn.fetchval("SELECT now()"), 10)
+            run = RunKey("acme", f"{prefix}due")
+            await repo.insert_run(conn, run, "agent-7", await conn.fetchval("SELECT now()"), 10)
             explaining = Explaining(conn)
             now = await conn.fetchval("SELECT clock_timestamp()")
-            await repo.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
+            await due.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
             some = [row["logical_call_id"] for row in await conn.fetch(
                 "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
-            await leases.hold(explaining, [due], "worker-a", 10.0, now)  # type: ignore[arg-type]
-            await repo.runs_for_update(explaining, [due])  # type: ignore[arg-type]
+            await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
+            await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
             await repo.attempts_of(explaining, some)  # type: ignore[arg-type]
-            await repo.pending_resolutions(explaining, some)  # type: ignore[arg-type]
-            await repo.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
-            await repo.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
+            await resolutions.pending(explaining, some)  # type: ignore[arg-type]
+            await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
+            await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
         finally:
             await transaction.rollback()
 

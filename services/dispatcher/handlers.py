@@ -58,35 +58,24 @@ class DispatcherInbox:
         conn = uow.connection
         call = await repo.call_for_update(conn, resolution.logical_call_id)  # call first
         await resolutions.record(conn, envelope.event_id, resolution.logical_call_id,
-                                     resolution.model_dump(mode="json"))
-        if call is not None:
-            try:
-                acting_principal(envelope.record_value, envelope.signatures,
-                                 self._principals.current, use=RESOLUTION,
-                                 tenant_id=call.tenant_id, named=resolution.operator_id,
-                                 role=OPERATOR)
-            except SignatureRefused as refused:
-                log.warning("resolution of %s naming %s refused: %s", call.logical_call_id,
-                            resolution.operator_id, refused.message)
-                await resolutions.conclude(conn, envelope.event_id, "refused",
-                                               f"{refused.code}: {refused.message}")
-                return
+                                 resolution.model_dump(mode="json"))
+        if call is not None and (refused := self._not_an_operator(
+                envelope, RESOLUTION, call.tenant_id, resolution.operator_id)) is not None:
+            log.warning("resolution of %s naming %s refused: %s", call.logical_call_id,
+                        resolution.operator_id, refused)
+            await resolutions.conclude(conn, envelope.event_id, "refused", refused)
+            return
         await due.wake(conn, resolution.logical_call_id, even_if_settled=True)
 
     async def cancellation_requested(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         cancellation = parse(envelope, RunCancellation)
         conn, run = uow.connection, RunKey(cancellation.tenant_id, cancellation.run_id)
         await cancellations.record(conn, envelope.event_id, cancellation)
-        try:
-            acting_principal(envelope.record_value, envelope.signatures,
-                             self._principals.current, use=CANCELLATION,
-                             tenant_id=cancellation.tenant_id, named=cancellation.operator_id,
-                             role=OPERATOR)
-        except SignatureRefused as refused:
+        if (refused := self._not_an_operator(envelope, CANCELLATION, cancellation.tenant_id,
+                                             cancellation.operator_id)) is not None:
             log.warning("cancellation of run %s naming %s refused: %s", run,
-                        cancellation.operator_id, refused.message)
-            await cancellations.conclude(conn, envelope.event_id, "refused",
-                                         f"{refused.code}: {refused.message}")
+                        cancellation.operator_id, refused)
+            await cancellations.conclude(conn, envelope.event_id, "refused", refused)
             return
         if (call_id := await cancellations.call_to_step(conn, run)) is not None:
             await due.wake(conn, call_id, even_if_settled=True)
@@ -100,6 +89,18 @@ class DispatcherInbox:
         else:
             await cancellations.conclude(conn, envelope.event_id, "refused",
                                          f"{RUN_ALREADY_STOPPED}: the run had stopped already")
+
+    def _not_an_operator(self, envelope: SignedEnvelope, use: str, tenant_id: str,
+                         named: str) -> str | None:
+        """Why the signature does not prove an operator of ``tenant_id`` named ``named`` sent
+        the record (``code: message``), or None when it does."""
+        try:
+            acting_principal(envelope.record_value, envelope.signatures,
+                             self._principals.current, use=use, tenant_id=tenant_id,
+                             named=named, role=OPERATOR)
+        except SignatureRefused as refused:
+            return f"{refused.code}: {refused.message}"
+        return None
 
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
         authorization, traceparent = parse(envelope, Authorization), envelope.traceparent

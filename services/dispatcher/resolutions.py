@@ -15,7 +15,7 @@ from services.dispatcher.repository import SCHEMA
 
 
 async def record(conn: asyncpg.Connection, event_id: uuid.UUID,
-                            logical_call_id: uuid.UUID, request: dict[str, Any]) -> None:
+                 logical_call_id: uuid.UUID, request: dict[str, Any]) -> None:
     await conn.execute(
         f"INSERT INTO {SCHEMA}.resolutions (event_id, logical_call_id, request)"
         " VALUES ($1, $2, $3::jsonb) ON CONFLICT (event_id) DO NOTHING",
@@ -23,7 +23,7 @@ async def record(conn: asyncpg.Connection, event_id: uuid.UUID,
 
 
 async def pending(conn: asyncpg.Connection, call_ids: list[uuid.UUID]
-                              ) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
+                  ) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
     """Each call's oldest resolution not yet concluded, locked (with any younger ones)."""
     rows = await conn.fetch(
         f"SELECT logical_call_id, event_id, request FROM {SCHEMA}.resolutions"
@@ -36,7 +36,7 @@ async def pending(conn: asyncpg.Connection, call_ids: list[uuid.UUID]
 
 
 async def conclude(conn: asyncpg.Connection, event_id: uuid.UUID, status: str,
-                              reason: str | None) -> None:
+                   reason: str | None) -> None:
     await conn.execute(
         f"UPDATE {SCHEMA}.resolutions SET status = $2, reason = $3, concluded_at = now()"
         " WHERE event_id = $1", event_id, status, reason)

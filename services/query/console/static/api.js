@@ -24,6 +24,23 @@ export function post(path, body) {
   });
 }
 
+// Send an operator's form and show the dispatcher's verdict in `verdict` (its data-status:
+// applied, refused, pending, or error when the request itself was refused).
+export async function showVerdict(verdict, send, describe) {
+  verdict.textContent = "sent; waiting for the dispatcher's verdict…";
+  verdict.className = "verdict";
+  try {
+    const answer = await send();
+    verdict.textContent = describe(answer);
+    verdict.className = `verdict ${answer.status === "applied" ? "state-SUCCEEDED" : "error"}`;
+    verdict.dataset.status = answer.status;
+  } catch (problem) {
+    verdict.textContent = `refused: ${problem.message}`;
+    verdict.className = "verdict error";
+    verdict.dataset.status = "error";
+  }
+}
+
 export function query(params) {
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(params)) {

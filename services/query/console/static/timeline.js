@@ -1,7 +1,7 @@
 // One run: every event in history order, grouped per intent, with the call's state
 // machine drawn. The tool's result is shown as untrusted text.
 
-import { allPages, api, post, query, session } from "./api.js";
+import { allPages, api, post, query, session, showVerdict } from "./api.js";
 import { changed, el, frame, region, short, stateCell, table } from "./dom.js";
 
 const MACHINE = [
@@ -81,20 +81,10 @@ function cancelPanel(tenant, runId) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    verdict.textContent = "sent; waiting for the dispatcher's verdict…";
-    verdict.className = "verdict";
-    try {
-      const answer = await post(
-        `/console/api/runs/${encodeURIComponent(tenant)}/${encodeURIComponent(runId)}/cancellation`,
-        { reason: data.get("reason"), compensate: data.get("compensate") === "on" });
-      verdict.textContent = `${answer.status}${answer.reason ? `: ${answer.reason}` : ""}`;
-      verdict.className = `verdict ${answer.status === "applied" ? "state-SUCCEEDED" : "error"}`;
-      verdict.dataset.status = answer.status;
-    } catch (problem) {
-      verdict.textContent = `refused: ${problem.message}`;
-      verdict.className = "verdict error";
-      verdict.dataset.status = "error";
-    }
+    await showVerdict(verdict, () => post(
+      `/console/api/runs/${encodeURIComponent(tenant)}/${encodeURIComponent(runId)}/cancellation`,
+      { reason: data.get("reason"), compensate: data.get("compensate") === "on" }),
+    (answer) => `${answer.status}${answer.reason ? `: ${answer.reason}` : ""}`);
   });
   return el("details", { class: "panel", id: "cancel-panel" }, el("summary", {}, "Cancel this run…"),
     el("p", {}, "Calls not yet sent are refused (run_cancelled); calls already sent settle with their true outcome. Applied only if you are an operator of the run's tenant, and only once."),

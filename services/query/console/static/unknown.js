@@ -1,7 +1,7 @@
 // The UNKNOWN queue and the resolve form. The form sends what the operator typed; who they
 // are comes from their session on the server, never from the form.
 
-import { allPages, api, post, session } from "./api.js";
+import { allPages, api, post, session, showVerdict } from "./api.js";
 import { age, ageCell, changed, el, frame, refreshAges, region, short, stateCell, table } from "./dom.js";
 import { eventTable, runEvents, runLink } from "./timeline.js";
 
@@ -85,8 +85,6 @@ async function resolvePanel(callId) {
 async function submitResolution(event, call, form, verdict) {
   event.preventDefault();
   const data = new FormData(form);
-  verdict.textContent = "sent; waiting for the dispatcher's verdict…";
-  verdict.className = "verdict";
   let result = null;
   try {
     const text = String(data.get("result") || "").trim();
@@ -96,17 +94,8 @@ async function submitResolution(event, call, form, verdict) {
     verdict.className = "verdict error";
     return;
   }
-  try {
-    const answer = await post(`/console/api/calls/${call.logical_call_id}/resolution`, {
-      outcome: data.get("outcome"), reason: data.get("reason"), evidence: data.get("evidence"),
-      receipt_id: data.get("receipt_id") || null, result,
-    });
-    verdict.textContent = `${answer.status}: the call is ${answer.state}${answer.reason ? ` (${answer.reason})` : ""}`;
-    verdict.className = `verdict ${answer.status === "applied" ? "state-SUCCEEDED" : "error"}`;
-    verdict.dataset.status = answer.status;
-  } catch (problem) {
-    verdict.textContent = `refused: ${problem.message}`;
-    verdict.className = "verdict error";
-    verdict.dataset.status = "error";
-  }
+  await showVerdict(verdict, () => post(`/console/api/calls/${call.logical_call_id}/resolution`, {
+    outcome: data.get("outcome"), reason: data.get("reason"), evidence: data.get("evidence"),
+    receipt_id: data.get("receipt_id") || null, result,
+  }), (answer) => `${answer.status}: the call is ${answer.state}${answer.reason ? ` (${answer.reason})` : ""}`);
 }

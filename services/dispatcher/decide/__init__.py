@@ -44,7 +44,7 @@ def decide(call: Call, run: Run, attempts: Sequence[Attempt], repair: Repair | N
     if repair is not None:
         resolved, settled = repairs.resolve(step, repair)
         if settled:
-            return resolved
+            return actions + resolved
         actions += resolved
     return actions + _by_state(step)
 

@@ -13,7 +13,8 @@ from services.dispatcher.decide.actions import Move, StartAttempt
 from services.dispatcher.repository import Cancellation
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared.contracts.dispatch import CallState as S, DispatchReason
-from tests.unit.dispatcher.situations import a_call, an_attempt, applied, decided, summary
+from tests.unit.dispatcher.situations import (a_call, a_repair, an_attempt, applied, decided,
+                                              summary)
 from tests.unit.dispatcher.test_dispatch_rules import NOW, RUN
 
 KEEP = Cancellation(uuid.uuid4(), "operator:dana", "the customer withdrew", compensate=False)
@@ -83,3 +84,14 @@ def test_no_call_of_a_cancelled_run_is_ever_sent():
         assert not any(isinstance(action, StartAttempt) for action in actions), summary(actions)
         refused = [action for action in actions if isinstance(action, Move)]
         assert [move.reason for move in refused] == [DispatchReason.RUN_CANCELLED]
+
+
+def test_a_resolution_settling_the_call_in_the_same_step_does_not_drop_the_cancellation():
+    """Both wait for the same step of a call in MANUAL_REVIEW: the run stops and the operator's
+    evidence settles the call; the cancellation is concluded, not left pending for ever."""
+    actions = decided(a_call(S.MANUAL_REVIEW, attempts=1), [an_attempt(1, status="unknown")],
+                      run=CANCELLING, repair=a_repair("failed"))
+    lines = summary(actions)
+    assert lines[:2] == [STOP, "cancellation applied"], lines
+    assert "FAILED by ToolOutcomeResolved (resolved_by_operator)" in lines
+    assert "repair applied" in lines

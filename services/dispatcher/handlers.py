@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from services.dispatcher import cancellations, due, repository as repo, resolutions
 from services.dispatcher.breaker import Breakers
-from services.dispatcher.decide.cancel import RUN_ALREADY_STOPPED, abort_reason, cancelled_by
+from services.dispatcher.decide.cancel import RUN_ALREADY_STOPPED, cancelled_by
 from services.dispatcher.finishing import Finishing
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import Stepper, dependency_of
@@ -31,10 +31,11 @@ from shared.contracts.dispatch import DispatchReason
 from shared.contracts.effect_requests import EffectReceipt
 from shared.contracts.resolutions import Resolution
 from shared.db.unit_of_work import UnitOfWork
-from shared.identity.acting import OPERATOR, acting_principal
+from shared.identity import acting
+from shared.identity.acting import OPERATOR
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import SignedEnvelope
-from shared.identity.signatures import CANCELLATION, RESOLUTION, SignatureRefused
+from shared.identity.signatures import CANCELLATION, RESOLUTION
 from shared.messaging.envelope import Envelope, parse
 from shared.runs import RunKey
 
@@ -82,7 +83,7 @@ class DispatcherInbox:
             self._finishing.step_before_commit(uow, call_id)
             return
         detail = cancelled_by(cancellation.operator_id, cancellation.reason)
-        if await repo.abort_run(conn, run, DispatchReason.RUN_CANCELLED, abort_reason(detail),
+        if await repo.abort_run(conn, run, DispatchReason.RUN_CANCELLED, detail,
                                 compensate=cancellation.compensate):
             await cancellations.conclude(conn, envelope.event_id, "applied",
                                          "no call of the run had reached the dispatcher yet")
@@ -94,13 +95,9 @@ class DispatcherInbox:
                          named: str) -> str | None:
         """Why the signature does not prove an operator of ``tenant_id`` named ``named`` sent
         the record (``code: message``), or None when it does."""
-        try:
-            acting_principal(envelope.record_value, envelope.signatures,
-                             self._principals.current, use=use, tenant_id=tenant_id,
-                             named=named, role=OPERATOR)
-        except SignatureRefused as refused:
-            return f"{refused.code}: {refused.message}"
-        return None
+        refused = acting.refusal(envelope, self._principals.current, use=use,
+                                 tenant_id=tenant_id, named=named, role=OPERATOR)
+        return None if refused is None else f"{refused.code}: {refused.message}"
 
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
         authorization, traceparent = parse(envelope, Authorization), envelope.traceparent

@@ -260,7 +260,12 @@ async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None)
                        call.logical_call_id, until)
 
 
-async def abort_run(conn: asyncpg.Connection, run: RunKey, code: str, reason: str, *,
+def stopped_because(code: str, detail: str) -> str:
+    """What a run records as why it stopped (``runs.abort_reason``)."""
+    return f"{code}: {detail}"
+
+
+async def abort_run(conn: asyncpg.Connection, run: RunKey, code: str, detail: str, *,
                     compensate: bool = True) -> bool:
     """True the first time: the run stops dispatching (``code``: a ``DispatchReason``), and
     its done steps get compensated if ``compensate``."""
@@ -268,7 +273,7 @@ async def abort_run(conn: asyncpg.Connection, run: RunKey, code: str, reason: st
         f"UPDATE {SCHEMA}.runs SET aborted_at = now(), abort_code = $3, abort_reason = $4,"
         " compensates = $5"
         " WHERE tenant_id = $1 AND run_id = $2 AND aborted_at IS NULL RETURNING true",
-        run.tenant_id, run.run_id, code, reason, compensate))
+        run.tenant_id, run.run_id, code, stopped_because(code, detail), compensate))
 
 
 async def extend_work(conn: asyncpg.Connection, run: RunKey, until: datetime) -> None:

@@ -45,8 +45,8 @@ class Saga:
         """The first stop of a run refuses its calls not yet sent (all but the stepped call,
         whose own decision refuses it); a later one changes nothing."""
         call = step.call
-        if not await repo.abort_run(step.conn, call.run, stop.reason,
-                                    f"{stop.reason}: {stop.detail}", compensate=stop.compensate):
+        if not await repo.abort_run(step.conn, call.run, stop.reason, stop.detail,
+                                    compensate=stop.compensate):
             return
         self._events.call_event(step.uow, RUN_ABORTED, call, step.lease, state=call.state,
                                 version=call.version, reason=stop.reason, detail=stop.detail)

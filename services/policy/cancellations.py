@@ -10,23 +10,19 @@ cancellation is found by it, and a decision made after it finds the run cancelle
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import asyncpg
 
-from services.policy.repository import SCHEMA
+from services.policy.repository import SCHEMA, lock_keys
 from shared.contracts.cancellations import RunCancellation
-from shared.runs import RunKey, run_name_sql
+from shared.runs import RunKey
 
 
 async def lock_runs(conn: asyncpg.Connection, runs: Iterable[RunKey]) -> None:
-    """In sorted order, so two holders of several runs' locks cannot deadlock."""
-    ordered = sorted(set(runs))
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended('intentledger.policy.run:' || "
-        f"{run_name_sql('r.tenant_id', 'r.run_id')}, 0))"
-        " FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(tenant_id, run_id, n)"
-        " ORDER BY r.n", [run.tenant_id for run in ordered], [run.run_id for run in ordered])
+    """Each run named as a JSON array, so no separator in an id can make two runs one key."""
+    await lock_keys(conn, "run", (json.dumps([run.tenant_id, run.run_id]) for run in runs))
 
 
 async def record(conn: asyncpg.Connection, cancellation: RunCancellation, event_id) -> None:

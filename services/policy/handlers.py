@@ -41,10 +41,11 @@ from shared.contracts.compensations import CompensationProposal
 from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
-from shared.identity.acting import APPROVER, OPERATOR, acting_principal
+from shared.identity import acting
+from shared.identity.acting import APPROVER, OPERATOR
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import SignedEnvelope
-from shared.identity.signatures import APPROVAL, CANCELLATION, SignatureRefused
+from shared.identity.signatures import APPROVAL, CANCELLATION
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope, parse
 from shared.runs import RunKey
@@ -117,11 +118,9 @@ class PolicyHandler:
         """Deny the run's calls waiting for approval; a cancellation whose signature does not
         prove an operator of the run's tenant is ignored here (the dispatcher records why)."""
         cancellation = parse(envelope, RunCancellation)
-        try:
-            acting_principal(envelope.record_value, envelope.signatures, self._principals.current,
-                             use=CANCELLATION, tenant_id=cancellation.tenant_id,
-                             named=cancellation.operator_id, role=OPERATOR)
-        except SignatureRefused as refused:
+        if (refused := acting.refusal(envelope, self._principals.current, use=CANCELLATION,
+                                      tenant_id=cancellation.tenant_id,
+                                      named=cancellation.operator_id, role=OPERATOR)) is not None:
             log.info("cancellation %s naming %s: %s", envelope.event_id,
                      cancellation.operator_id, refused.message)
             return
@@ -190,15 +189,14 @@ class PolicyHandler:
                           now: datetime) -> str | None:
         """Why the approval's signature does not prove its approver decided, or None. The
         tenant is the approval's own: ``approval_refusal`` then binds it to the call's."""
-        try:
-            acting_principal(envelope.record_value, envelope.signatures, self._principals.current,
-                             use=APPROVAL, tenant_id=approval.tenant_id,
-                             named=approval.approver_id, role=APPROVER, now=now)
-        except SignatureRefused as refused:
-            log.info("approval %s naming %s: %s", envelope.event_id, approval.approver_id,
-                     refused.message)
-            return refused.code
-        return None
+        refused = acting.refusal(envelope, self._principals.current, use=APPROVAL,
+                                 tenant_id=approval.tenant_id, named=approval.approver_id,
+                                 role=APPROVER, now=now)
+        if refused is None:
+            return None
+        log.info("approval %s naming %s: %s", envelope.event_id, approval.approver_id,
+                 refused.message)
+        return refused.code
 
 
 def _approval(envelope: Envelope) -> ApprovalDecision:

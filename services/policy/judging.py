@@ -38,7 +38,7 @@ async def judge_all(uow: UnitOfWork, policy: Policy, requests: list[Request]) ->
     if windows:
         # Both scopes, whatever this version counts per: a replica still on another version
         # may count the same calls per the other scope, and must wait for us all the same.
-        await repo.lock_scopes(uow.connection, [
+        await repo.lock_keys(uow.connection, "limit", [
             key for request, applicable in zip(requests, limits, strict=True) if applicable
             for key in (f"principal:{request.intent.principal_id}",
                         f"tenant:{request.intent.tenant_id}")])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -144,11 +145,12 @@ def _stored(row: asyncpg.Record) -> StoredDecision:
                           requirement, row["expires_at"], inputs)
 
 
-async def lock_scopes(conn: asyncpg.Connection, keys: list[str]) -> None:
-    """Transaction-level advisory locks, taken in sorted order so two takers cannot deadlock
-    (one statement: ``unnest`` yields the sorted array in order)."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended("
-                       "'intentledger.policy.limit:' || key, 0)) FROM unnest($1::text[]) AS key",
+async def lock_keys(conn: asyncpg.Connection, namespace: str, keys: Iterable[str]) -> None:
+    """Transaction-level advisory locks on ``intentledger.policy.<namespace>:<key>``, taken in
+    sorted order so two takers cannot deadlock (one statement: ``unnest`` yields the sorted
+    array in order)."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || key, 0))"
+                       " FROM unnest($2::text[]) AS key", f"intentledger.policy.{namespace}",
                        sorted(set(keys)))
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from shared.identity.principals import Principal, Principals
+from shared.identity.records import SignedEnvelope
 from shared.identity.signatures import (HEADER, PUBLISHES_FOR_PEOPLE, IdentityReason,
                                         SignatureRefused, verify)
 
@@ -55,3 +56,15 @@ def acting_principal(value: bytes, signatures: Sequence[bytes], principals: Prin
         raise SignatureRefused(IdentityReason.PRINCIPAL_LACKS_ROLE,
                                f"{actor.id} does not have role {role!r}")
     return actor
+
+
+def refusal(envelope: SignedEnvelope, principals: Principals, *, use: str, tenant_id: str,
+            named: str, role: str, now: datetime | None = None) -> SignatureRefused | None:
+    """Why the signed record does not prove ``named`` acts (``acting_principal``), or None when
+    it does: for a consumer that records a refusal rather than raising one."""
+    try:
+        acting_principal(envelope.record_value, envelope.signatures, principals, use=use,
+                         tenant_id=tenant_id, named=named, role=role, now=now)
+    except SignatureRefused as refused:
+        return refused
+    return None

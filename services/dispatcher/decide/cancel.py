@@ -16,6 +16,7 @@ from services.dispatcher import metrics
 from services.dispatcher.decide.actions import (Action, AdvanceSaga, ConcludeCancellation, Count,
                                                 StopRun)
 from services.dispatcher.decide.situation import Situation
+from services.dispatcher.repository import stopped_because
 from shared.contracts.dispatch import DispatchReason
 
 RUN_ALREADY_STOPPED = "run_already_stopped"
@@ -30,7 +31,7 @@ def cancel(step: Situation) -> tuple[list[Action], Situation]:
                                      f"{RUN_ALREADY_STOPPED}: {run.abort_reason}")], step
     detail = cancelled_by(cancellation.operator_id, cancellation.reason)
     stopped = replace(run, aborted_at=step.now, abort_code=DispatchReason.RUN_CANCELLED,
-                      abort_reason=abort_reason(detail),
+                      abort_reason=stopped_because(DispatchReason.RUN_CANCELLED, detail),
                       compensates=cancellation.compensate, cancellation=None)
     actions: list[Action] = [
         StopRun(DispatchReason.RUN_CANCELLED, detail, compensate=cancellation.compensate),
@@ -43,8 +44,3 @@ def cancel(step: Situation) -> tuple[list[Action], Situation]:
 
 def cancelled_by(operator_id: str, reason: str) -> str:
     return f"cancelled by {operator_id}: {reason}"
-
-
-def abort_reason(detail: str) -> str:
-    """What the run records as why it stopped (as a failure's stop records it)."""
-    return f"{DispatchReason.RUN_CANCELLED}: {detail}"

@@ -104,6 +104,9 @@ CATALOG: tuple[Metric, ...] = (
        "Calls in MANUAL_REVIEW now, waiting for a person."),
     Metric("intake.proposal_rate_exceeded", "counter", "{call}", ("tenant", "bucket"),
        "Proposed calls refused proposal_rate_exceeded, by tenant and by the bucket that was empty."),
+    Metric("intake.operation_keys_expired", "counter", "{key}", ("tool",),
+       "Intents reduced to a tombstone of their operation key past the tool's "
+       "ledger_key_retention_seconds."),
 )
 BY_NAME = {metric.name: metric for metric in CATALOG}
 

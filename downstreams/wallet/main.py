@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from functools import partial
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
+import asyncpg
+
+from shared.db.housekeeping import every
 from shared.db.schemas import expect_migrated, migrate_service
+from downstreams.wallet.forgetting import forget_all
 from downstreams.wallet.handlers import WalletInbox
 from downstreams.wallet.http_api import serving
 from downstreams.wallet.repository import SCHEMA
@@ -37,10 +42,23 @@ async def run_wallet(settings: Settings, wallet_settings: WalletSettings | None 
         routes=Router(ROUTES, {EFFECTS_WALLET: wallet_settings.request_topic}),
         writes=(wallet_settings.reply_topic,),
         crash_point="wallet.after_commit", batch_size=wallet_settings.batch_size, set_wise=True)
-    http_api = None if wallet_settings.http_port is None else partial(
-        serving, check=check, host=wallet_settings.http_host, port=wallet_settings.http_port)
+
+    @asynccontextmanager
+    async def alongside(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
+        """The HTTP API and the forgetting of keys, each if configured."""
+        async with AsyncExitStack() as stack:
+            vital: list[asyncio.Task] = []
+            if wallet_settings.http_port is not None:
+                await stack.enter_async_context(serving(
+                    pool, check, wallet_settings.http_host, wallet_settings.http_port))
+            if (retention_s := wallet_settings.key_retention_s) is not None:
+                vital += await stack.enter_async_context(every(
+                    wallet_settings.forget_every_s, lambda: forget_all(pool, retention_s),
+                    "wallet: forgetting keys"))
+            yield vital
+
     return await serve(service, settings, WalletInbox(check).answer_all,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
-                       stopping=stopping or stop_on_signals(), alongside=http_api,
+                       stopping=stopping or stop_on_signals(), alongside=alongside,
                        shown=(wallet_settings,))

@@ -21,6 +21,12 @@ class WalletSettings(BaseSettings):
     http_host: str = "127.0.0.1"
     """The API has no authentication of its own: loopback unless the deployment's network
     policy decides who may reach it."""
+    key_retention_s: float | None = Field(default=86400.0, gt=0)
+    """Forget an operation key this long after its request (``forgetting.py``), as a payment
+    API does; null: keep keys for ever. The registry's ``retry.key_retention_seconds`` for the
+    wallet's tools must not be longer (the example registry declares these 24 h)."""
+    forget_every_s: float = Field(default=60.0, gt=0)
+    """How often the keys past the retention are forgotten."""
     faults: str = ""
     """Extra ``shared.faults`` rules for this process, e.g.
     ``wallet.after_commit_drop_response=drop@1`` (added to ``INTENTLEDGER_FAULTS``)."""

@@ -20,8 +20,12 @@ from shared.contracts.fault_protocol import EffectCounter
 from intentledger.chaos.submit import Sent
 
 BUILT_IN_COUNTERS = {
-    "wallet.debit": EffectCounter(sql="SELECT count(*) FROM wallet.debits WHERE operation_key = $1"),
-    "wallet.refund": EffectCounter(sql="SELECT count(*) FROM wallet.refunds WHERE operation_key = $1"),
+    "wallet.debit": EffectCounter(
+        sql="SELECT count(*) FROM wallet.debits WHERE operation_key = $1",
+        remembered_sql="SELECT count(*) FROM wallet.idempotency_keys WHERE operation_key = $1"),
+    "wallet.refund": EffectCounter(
+        sql="SELECT count(*) FROM wallet.refunds WHERE operation_key = $1",
+        remembered_sql="SELECT count(*) FROM wallet.idempotency_keys WHERE operation_key = $1"),
     "inventory.reserve": EffectCounter(
         sql="SELECT count(*) FROM warehouse.reservations WHERE operation_key = $1"),
     "inventory.release": EffectCounter(
@@ -123,6 +127,8 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
                             "compensation_state": None,
                             "compensation_effects": 0, "deadline_slack_s": None}
     fact["business_effects"] = await count_effects(conn, counters, tool, key)
+    remembered = await count_effects(conn, counters, tool, key, remembered=True)
+    fact["downstream_remembers_key"] = None if remembered is None else remembered > 0
     if call_id is None:
         return fact
     logical = uuid.UUID(call_id)
@@ -158,18 +164,21 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
 
 
 async def count_effects(conn: asyncpg.Connection, counters: dict[str, EffectCounter],
-                        tool: str | None, key: str | None) -> int | None:
-    """Rows for ``key`` in the downstream's own effect table (0 when there is no key yet)."""
+                        tool: str | None, key: str | None, *, remembered: bool = False
+                        ) -> int | None:
+    """Rows for ``key`` in the downstream's own effect table (0 when there is no key yet), or
+    with ``remembered`` in its idempotency records."""
     if key is None or tool is None:
         return 0
     counter = counters.get(tool)
-    if counter is None:
+    sql = counter and (counter.remembered_sql if remembered else counter.sql)
+    if sql is None:
         return None  # not measurable: an assertion on it fails and says so
     if counter.database_url is None:
-        return await conn.fetchval(counter.sql, key)
+        return await conn.fetchval(sql, key)
     other = await asyncpg.connect(counter.database_url)
     try:
-        return await other.fetchval(counter.sql, key)
+        return await other.fetchval(sql, key)
     finally:
         await other.close()
 

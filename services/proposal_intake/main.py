@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
+from services.proposal_intake import expiry
 from services.proposal_intake.handlers import Intake, decode_raw
 from services.proposal_intake.repository import SCHEMA
 from services.proposal_intake.routes import ROUTES
 from services.proposal_intake.settings import IntakeSettings
+from shared.db.housekeeping import every
 from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.identity.principals import PrincipalsWatcher
@@ -47,18 +49,29 @@ async def run_intake(settings: Settings, intake_settings: IntakeSettings | None 
         crash_point="intake.after_commit", batch_size=intake_settings.batch_size,
         decoder=decode_raw, set_wise=True)
 
+    retention = expiry.retention_by_tool(registry)
+
     @asynccontextmanager
-    async def reloading(_pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
+    async def alongside(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
         """A new key or a revocation takes effect without a restart; a watcher that failed for
-        good stops the process (a revocation must never be silently ignored)."""
+        good stops the process (a revocation must never be silently ignored). Intents past
+        their tool's retention expire meanwhile, if any tool declares one."""
         task = asyncio.create_task(principals.watch())
         task.add_done_callback(lambda t: t.cancelled() or stopping.set())
         try:
-            yield [task]
+            if not retention:
+                yield [task]
+                return
+            expiry.start_at_zero(retention)
+            async with every(intake_settings.key_expiry_interval_s,
+                             lambda: expiry.expire_all(pool, retention,
+                                                       intake_settings.key_expiry_batch),
+                             "intake: expiring operation keys") as expiring:
+                yield [task, *expiring]
         finally:
             task.cancel()
 
     return await serve(service, settings, intake.take_all,
                        prepare=lambda pool: migrate_service(pool, SCHEMA),
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
-                       stopping=stopping, alongside=reloading, shown=(intake_settings,))
+                       stopping=stopping, alongside=alongside, shown=(intake_settings,))

@@ -55,8 +55,15 @@ class Outcomes:
         self._emit(DUPLICATE_PROPOSAL, proposal.tenant_id, proposal.run_id, payload, payload)
 
     def taken(self, proposal: ToolCallProposal, named: Named, existing) -> None:
-        """Same key + same canonical arguments → the existing intent; other arguments → refused."""
-        if existing["arguments_hash"] == named.canonical.hash:
+        """Same key + same canonical arguments → the existing intent; other arguments → refused;
+        an expired key → refused, naming the intent it was (its outcome stays readable by id)."""
+        if (expired_at := existing.get("expired_at")) is not None:
+            self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
+                          f"this operation key named intent {existing['logical_call_id']}, whose "
+                          f"record expired at {expired_at.isoformat()}; it is never executed "
+                          "again", named, logical_call_id=existing["logical_call_id"],
+                          intent_run_id=existing["run_id"])
+        elif existing["arguments_hash"] == named.canonical.hash:
             self.duplicate(proposal, named, existing)
         else:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
@@ -77,11 +84,11 @@ class Outcomes:
                           f"the intake could not record this call ({type(error).__name__})", named)
 
     def rejected(self, proposal: ToolCallProposal, code: str, message: str,
-                 named: Named | None = None) -> None:
+                 named: Named | None = None, **about) -> None:
         named_fields = _named(named) if named else {"tool_name": proposal.tool_name,
                                                      "tool_version": proposal.tool_version}
         outcome = self._about(proposal, "rejected", reason_code=str(code), message=message,
-                         **named_fields)
+                              **named_fields, **about)
         payload = outcome.model_dump(mode="json")
         self._emit(PROPOSAL_REJECTED, proposal.tenant_id, proposal.run_id, payload, payload)
 

@@ -100,14 +100,20 @@ async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.R
 
 async def calls_named(conn: asyncpg.Connection, keys: list[str],
                       call_ids: list[tuple[RunKey, str]]) -> list[asyncpg.Record]:
-    """The intents that hold any of these operation keys or (run, provider call id) pairs."""
+    """The intents that hold any of these operation keys or (run, provider call id) pairs,
+    and the tombstones of expired keys among them (``expired_at`` set; ``expiry.py``), read in
+    one snapshot: an expiry commits the tombstone with the delete, so a key is always found
+    in one form or the other."""
     return await conn.fetch(
         f"SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id, "
-        f"provider_call_id FROM {SCHEMA}.logical_calls WHERE operation_key = ANY($1::text[]) "
+        f"provider_call_id, NULL::timestamptz AS expired_at FROM {SCHEMA}.logical_calls"
+        " WHERE operation_key = ANY($1::text[]) "
         f"UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key, "
-        f"c.tenant_id, c.provider_call_id FROM {SCHEMA}.logical_calls c "
+        f"c.tenant_id, c.provider_call_id, NULL FROM {SCHEMA}.logical_calls c "
         "JOIN unnest($2::text[], $3::text[], $4::text[]) AS k(tenant_id, run_id, provider_call_id)"
-        " USING (tenant_id, run_id, provider_call_id)",
+        " USING (tenant_id, run_id, provider_call_id) "
+        "UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL, "
+        f"expired_at FROM {SCHEMA}.expired_keys WHERE operation_key = ANY($1::text[])",
         keys, [run.tenant_id for run, _ in call_ids], [run.run_id for run, _ in call_ids],
         [call_id for _, call_id in call_ids])
 
@@ -133,12 +139,15 @@ async def insert_intents(conn: asyncpg.Connection, intents: list[Intent]) -> int
 
 
 def _intents_inserted(first: int) -> str:
-    """In operation key order (``_intent_values``): two takers wait on shared keys in one order."""
+    """In operation key order (``_intent_values``): two takers wait on shared keys in one order.
+    An expired key is never taken again, whatever the caller read before."""
     arrays = ", ".join(f"${n}::{_INTENT_TYPES.get(column, 'text')}[]"
                        for n, column in enumerate(_INTENT_COLUMNS, first))
     columns = ", ".join(_INTENT_COLUMNS)
     return (f"INSERT INTO {SCHEMA}.logical_calls ({columns}, state, version) "
             f"SELECT {columns}, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {SCHEMA}.expired_keys e"
+            " WHERE e.operation_key = u.operation_key)"
             " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1")
 
 

@@ -69,6 +69,10 @@ class IntakeSettings(BaseSettings):
     proposal may state lower limits for its run, never higher."""
     limits: Limits = Limits()
     batch_size: int = Field(default=200, ge=1)
+    key_expiry_interval_s: float = Field(default=60.0, gt=0)
+    """How often intents past their tool's ``ledger_key_retention_seconds`` are reduced to
+    key tombstones (``expiry.py``), ``key_expiry_batch`` per transaction."""
+    key_expiry_batch: int = Field(default=1000, ge=1)
     proposals_topic: str = AGENT_PROPOSALS
     results_family: str = AGENT_RESULTS
     """Where agents read their answers (one per proposed call): tenant T's on topic

@@ -69,6 +69,7 @@ class DispatchReason(StrEnum):
     RESULT_INVALID = "result_invalid"
     NO_RECONCILIATION_PATH = "no_reconciliation_path"
     RECONCILIATION_BUDGET_EXHAUSTED = "reconciliation_budget_exhausted"
+    DOWNSTREAM_KEY_EXPIRED = "downstream_key_expired"
     COMPENSATION_NOT_AUTHORIZED = "compensation_not_authorized"
     COMPENSATION_ARGUMENTS_MISSING = "compensation_arguments_missing"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"

@@ -247,7 +247,8 @@ Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Appro
 
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
               "business_effects", "events", "result", "receipts", "settled",
-              "compensation_state", "compensation_effects", "deadline_slack_s", "logical_call_id")
+              "compensation_state", "compensation_effects", "deadline_slack_s", "logical_call_id",
+              "downstream_remembers_key")
 RUN_FACTS = ("run_status", "stop_reason", "projection_hash", "run_events", "rejected_proposals",
              "run_calls", "run_cost_spent_minor", "run_attempts_used")
 """Of one tenant's run (runs are named by tenant and run id): the projection's row and history,
@@ -300,6 +301,9 @@ class Assertion(_Strict):
 class EffectCounter(_Strict):
     """How to count a tool's business effects in the downstream's own records."""
     sql: str = Field(description="A query returning one count; $1 is the operation key.")
+    remembered_sql: str | None = Field(default=None, description=(
+        "A query returning how many of the downstream's idempotency records hold the operation "
+        "key ($1): the call fact downstream_remembers_key (has it forgotten the key?)."))
     database_url: str | None = Field(default=None, description=(
         "The downstream's database (default: the stack's)."))
 

@@ -97,5 +97,20 @@ async def recorded_response(conn: asyncpg.Connection, schema: str,
     return json.loads(value) if value is not None else None
 
 
+async def forget_keys(conn: asyncpg.Connection, schema: str, retention_s: float,
+                      limit: int) -> int:
+    """Forget up to ``limit`` settled keys claimed more than ``retention_s`` ago; how many.
+
+    What a downstream with a key retention does (a payment API keeps a key for a day): a
+    request under a forgotten key is new, and a lookup finds nothing. A claim in flight is
+    skipped, never waited for: its transaction still owns the key."""
+    table = _table(schema)
+    return len(await conn.fetch(
+        f"DELETE FROM {table} WHERE operation_key IN (SELECT operation_key FROM {table}"
+        " WHERE created_at < now() - make_interval(secs => $1) AND response IS NOT NULL"
+        " ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1",
+        float(retention_s), limit))
+
+
 def _table(schema: str) -> str:
     return f'"{checked_identifier(schema)}".idempotency_keys'

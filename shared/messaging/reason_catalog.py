@@ -106,6 +106,9 @@ _REASON_CODE = {
 _INTAKE_REASON = {
     "operation_key_conflict": "the operation key already names an intent with other canonical "
                               "arguments",
+    "operation_key_expired": "the operation key named an intent whose record the ledger no "
+                             "longer keeps (the tool's ledger_key_retention_seconds); it is never "
+                             "executed again: logical_call_id names that intent",
     "provider_call_id_reused": "the provider call id already names another intent in this run",
     "run_deadline_passed": "the run's deadline has passed",
     "run_principal_mismatch": "the run belongs to another principal",
@@ -188,6 +191,10 @@ _DISPATCH_REASON = {
     "no_reconciliation_path": "the outcome is unknown and the tool offers no lookup and no "
                               "safe replay; a person must look",
     "reconciliation_budget_exhausted": "lookups by operation key went unanswered; a person must look",
+    "downstream_key_expired": "the outcome is unknown and the downstream may have forgotten the "
+                              "operation key (the tool's key_retention_seconds): a resend could "
+                              "apply the effect again and a lookup's not found proves nothing; a "
+                              "person must look",
     "compensation_not_authorized": "the policy in force does not allow the compensating call",
     "compensation_arguments_missing": "the compensating call's arguments cannot be built from "
                                       "the original call's arguments and result",

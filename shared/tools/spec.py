@@ -51,6 +51,10 @@ class ToolSpec(BaseModel):
     cost_from: str | None = Field(default=None, description=(
         "Path of a money argument whose amount is what one call costs, counted against a run's "
         "cost budget. Tools without it cost nothing."))
+    ledger_key_retention_seconds: int | None = Field(default=None, gt=0, description=(
+        "How long the ledger keeps an intent's record after its first proposal. Past it the "
+        "record is reduced to a tombstone of its operation key: a proposal under the key is "
+        "refused `operation_key_expired`, never executed again. Unset: kept for ever."))
     aliases: tuple[str, ...] = Field(default=(), description=(
         "Other names an agent may use for this tool. OpenAI function names cannot contain "
         "dots, so a model prompted with `wallet_debit` proposes `wallet.debit` through an alias "

@@ -163,7 +163,7 @@ async def test_no_replay_once_the_downstream_may_have_forgotten_the_key(stage, p
         assert await settled(pool, intent.logical_call_id) == "MANUAL_REVIEW"
     assert await debits_under(pool, intent.operation_key) == 1
     assert [a["kind"] for a in await attempts(pool, intent.logical_call_id)] == ["send"]
-    assert (await call_row(pool, intent.logical_call_id))["reason"] == "no_reconciliation_path"
+    assert (await call_row(pool, intent.logical_call_id))["reason"] == "downstream_key_expired"
 
 
 async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage, pool):

@@ -45,11 +45,12 @@ async def wallet_schema(pool) -> None:
 
 
 @asynccontextmanager
-async def running_wallet(endpoints: Endpoints) -> AsyncIterator[WalletRun]:
+async def running_wallet(endpoints: Endpoints, **settings) -> AsyncIterator[WalletRun]:
     run = WalletRun(unique_topic("effects.wallet"), unique_topic("effects.wallet.receipts"))
     for topic in (run.request_topic, run.reply_topic):
         await create_topic(endpoints.kafka_bootstrap, topic)
-    topics = WalletSettings(request_topic=run.request_topic, reply_topic=run.reply_topic)
+    topics = WalletSettings(request_topic=run.request_topic, reply_topic=run.reply_topic,
+                            **settings)
     async with running_service(endpoints, SCHEMA, lambda settings, stopping: run_wallet(
             settings, topics, stopping), run):
         yield run
@@ -116,6 +117,31 @@ async def test_a_lookup_answers_the_recorded_receipt_or_not_found_and_applies_no
     assert missing["status"] == "not_found" and missing["operation_key"] == never
     assert missing["receipt_id"] is None
     assert await debits(pool, wallet) == 1 and await balance(pool, wallet) == 6000
+
+
+async def test_past_its_key_retention_the_wallet_forgets_the_key_and_would_debit_again(
+        pool, endpoints):
+    """What the dispatcher's ``downstream_key_expired`` guards against is real here: once the
+    wallet has forgotten a key (1 s in this test), a lookup says not_found for a debit it made,
+    and a resend under the key is a second debit. The first debit stays."""
+    wallet, key = await new_wallet(pool), new_key()
+    async with running_wallet(endpoints, key_retention_s=1, forget_every_s=0.2) as run:
+        await send(endpoints.kafka_bootstrap, run.request_topic, request(run, key, debit(wallet)))
+        [applied] = await receipts(endpoints.kafka_bootstrap, run, 1)
+        assert await key_settled(pool, key)
+        assert await wait_for(lambda: _forgotten(pool, key), timeout=15)
+        await send(endpoints.kafka_bootstrap, run.request_topic, lookup(run, key),
+                   request(run, key, debit(wallet), attempt=3))
+        _, missing, again = await receipts(endpoints.kafka_bootstrap, run, 3)
+    assert applied["status"] == "applied"
+    assert missing["status"] == "not_found"
+    assert (again["status"], again["replayed"]) == ("applied", False)
+    assert again["receipt_id"] != applied["receipt_id"]
+    assert await debits(pool, wallet) == 2 and await balance(pool, wallet) == 2000
+
+
+async def _forgotten(pool, key: str) -> bool:
+    return not await key_settled(pool, key)
 
 
 async def test_a_redelivered_batch_debits_once_and_answers_once(pool, endpoints):

@@ -30,8 +30,11 @@ def reconcile(step: Situation) -> list[Action]:
             return [Postpone(wait_until)]
         deadline = step.now + timedelta(seconds=settings.lookup_timeout_s)
         return forward.start_attempt(step, "lookup", deadline, S.RECONCILING)
-    if (why_not := replay_refusal(step)) is not None:
-        return settle.manual(step, DispatchReason.NO_RECONCILIATION_PATH, why_not)
+    if not tool.retry.replay_safe:
+        return settle.manual(step, DispatchReason.NO_RECONCILIATION_PATH,
+                             "the tool does not deduplicate a resend")
+    if (why_not := forgotten(step, first_send(step))) is not None:
+        return settle.manual(step, DispatchReason.DOWNSTREAM_KEY_EXPIRED, why_not)
     return forward.send(step, to=S.RECONCILING)
 
 
@@ -49,21 +52,14 @@ def lookup_not_before(step: Situation) -> datetime | None:
     return later if later > step.now else None
 
 
-def replay_refusal(step: Situation) -> str | None:
-    """A replay under the same key is safe only while the downstream still remembers it."""
-    if not step.tool.retry.replay_safe:
-        return "the tool does not deduplicate a resend"
-    return forgotten(step, first_send(step))
-
-
 def first_send(step: Situation) -> Attempt:
     return next(attempt for attempt in step.attempts if attempt.kind == "send")
 
 
 def forgotten(step: Situation, first: Attempt) -> str | None:
-    """Why a resend under the key could be a new effect (the downstream may have forgotten
-    the key by the time it arrives), or None. A tool that declares no retention keeps
-    keys for ever."""
+    """Why a resend under the key could be a new effect, and a "not found" could be the
+    downstream's forgetting rather than its answer (it may have forgotten the key by the time
+    the request arrives), or None. A tool that declares no retention keeps keys for ever."""
     retry = step.tool.retry
     if retry.key_retention_seconds is None:
         return None
@@ -88,7 +84,7 @@ def after_reconciliation(step: Situation) -> list[Action]:
                            f"reconciled: {(latest.receipt or {}).get('reason')}", reconciled=True)
     if latest.status == "not_found":  # confirmed: nothing was applied under the key
         if (why := forgotten(step, first_send(step))) is not None:
-            return settle.manual(step, DispatchReason.NO_RECONCILIATION_PATH,
+            return settle.manual(step, DispatchReason.DOWNSTREAM_KEY_EXPIRED,
                                  f"not found, but {why}")
         return forward.send(step, to=S.DISPATCHING)
     return reconcile(step)  # unknown, stale, refused, transient: no evidence yet

@@ -46,7 +46,7 @@ TABLE = {
     "no replay once the downstream may have forgotten the key":
         (dict(call=a_call(S.UNKNOWN, tool=RESERVE, attempts=1), attempts=[SENT],
               now=NOW + timedelta(seconds=RETAINED)),
-         ["MANUAL_REVIEW by ManualReviewRequired (no_reconciliation_path)"]),
+         ["MANUAL_REVIEW by ManualReviewRequired (downstream_key_expired)"]),
     "no replay that authority no longer allows":
         (dict(call=a_call(S.UNKNOWN, tool=RESERVE, attempts=1), attempts=[SENT],
               now=NOW + timedelta(hours=2)),
@@ -67,7 +67,7 @@ TABLE = {
         (dict(call=a_call(S.RECONCILING, tool="shipment.schedule", attempts=2),
               attempts=[SENT, replace(LOOKED, status="not_found")],
               now=NOW + timedelta(days=7)),
-         ["MANUAL_REVIEW by ManualReviewRequired (no_reconciliation_path)"]),
+         ["MANUAL_REVIEW by ManualReviewRequired (downstream_key_expired)"]),
     "not found with the run's attempts spent: failed on that evidence":
         (dict(call=a_call(S.RECONCILING, tool=RESERVE, attempts=6),
               attempts=[*(an_attempt(n, status="transient") for n in range(1, 6)),

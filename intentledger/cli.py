@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 from intentledger import __version__
+from intentledger.audit_cli import add_audit_command, audit_command
 from shared.config import Settings
 from shared.terminal import printable
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="a registry file (default: the intake's)")
 
     _operator_commands(commands)
+    add_audit_command(commands)
 
     args = parser.parse_args(argv)
     settings = Settings()
@@ -176,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_resolve(settings, args))
     if args.command in ("runs", "unknown", "dlq"):
         return asyncio.run(_operator(settings, args))
+    if args.command == "audit":
+        return asyncio.run(audit_command(settings, args))
     if args.command == "keys" and args.keys_action == "capability":
         return _generate_capability_key(args.kid, Path(args.out), Path(args.public),
                                         args.if_absent)

@@ -102,6 +102,9 @@ CATALOG: tuple[Metric, ...] = (
        "How long the oldest unresolved outcome has been unknown."),
     Metric("dispatcher.manual_review_waiting", "gauge", "{call}", (),
        "Calls in MANUAL_REVIEW now, waiting for a person."),
+    Metric("dispatcher.audit_drift", "counter", "{finding}", ("tool", "kind"),
+       "Drift the settled-call audit found between the ledger and a downstream, counted once "
+       "per finding when first found (docs/dispatch.md, The settled-call audit)."),
     Metric("intake.proposal_rate_exceeded", "counter", "{call}", ("tenant", "bucket"),
        "Proposed calls refused proposal_rate_exceeded, by tenant and by the bucket that was empty."),
     Metric("intake.operation_keys_expired", "counter", "{key}", ("tool",),

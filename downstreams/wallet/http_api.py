@@ -16,7 +16,8 @@ reused with other arguments, a passed deadline, ...), 409 stale, 404 not_found (
 ``Idempotent-Replayed: true`` marks an answer recorded earlier (the effect was not repeated).
 A malformed request (missing header, bad JSON, bad fence, ...) gets 400 ``{"error": ...}``;
 anything unexpected a 500: the caller cannot tell whether it took effect and must look up.
-``GET /healthz`` is 200 when PostgreSQL answers, else 503.
+``GET /healthz`` is 200 when PostgreSQL answers, else 503. ``/audit/effects`` is the audit API
+(``audit_api.py``).
 
 Fault points (``shared.faults``), besides ``wallet.delay`` and ``wallet.refuse`` of
 ``answers.py``: ``wallet.http.fail`` (``drop``) answers 503 before touching the database, so
@@ -37,6 +38,7 @@ import asyncpg
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from downstreams.wallet import audit_api
 from downstreams.wallet.answers import Lookup, answer, answer_lookup
 from downstreams.wallet.book import SqlBook
 from shared import faults
@@ -88,6 +90,7 @@ def create_app(pool: asyncpg.Pool, check: CapabilityCheck) -> web.Application:
     app.router.add_post("/effects", post_effect)
     app.router.add_get("/effects/{operation_key}", get_effect)
     app.router.add_get("/healthz", healthz)
+    audit_api.add_routes(app, POOL)
     return app
 
 

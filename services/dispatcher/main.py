@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
+import aiohttp
 import asyncpg
 
 from services.dispatcher.adapters.http import HttpEffectAdapter
+from services.dispatcher.audit import findings
 from services.dispatcher.batch import Batch
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.compensations import Proposer
@@ -28,6 +30,7 @@ from services.dispatcher.steps import Stepper
 from shared.policy.watcher import PolicyWatcher
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.records import decode_signed
+from shared.db.housekeeping import every
 from shared.db.schemas import expect_migrated, migrate_service
 from shared import faults
 from shared.identity import capability_keys
@@ -87,7 +90,8 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
                  asyncio.create_task(policy.watcher.watch()),
                  asyncio.create_task(principals.watch())]
         try:
-            yield tasks
+            async with auditing(pool) as audit_tasks:
+                yield tasks + audit_tasks
         finally:
             halt.set()
             for watching in tasks[-2:]:
@@ -95,9 +99,21 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
             await asyncio.gather(*tasks, return_exceptions=True)
             await http.close()
 
+    @asynccontextmanager
+    async def auditing(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
+        """The scheduled settled-call audit, if configured and any tool can be audited."""
+        if config.audit_interval_s is None or not findings.audited_tools(registry):
+            yield []
+            return
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            async with every(config.audit_interval_s, lambda: findings.audit_all(
+                    pool, registry, config, session), "dispatcher: settled-call audit") as tasks:
+                yield tasks
+
     async def prepare(pool: asyncpg.Pool) -> None:
         """Before the first record is consumed, once the process's metrics are configured."""
         measured.start_at_zero(sorted({tool.name for tool in registry.tools}))
+        findings.start_at_zero(registry)
         await migrate_service(pool, SCHEMA)
 
     return await serve(service, settings, prepare=prepare,

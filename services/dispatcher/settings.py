@@ -86,6 +86,13 @@ class DispatcherSettings(BaseSettings):
     many steps, where a step alone was a dozen short statements."""
     scan_interval_s: float = Field(default=0.5, gt=0)
     batch_size: int = Field(default=200, ge=1)
+    audit_interval_s: float | None = Field(default=3600.0, gt=0)
+    """How often the settled-call audit runs over the tools that declare an ``audit_url``
+    (``audit/findings.py``); null: never (``intentledger audit`` still can)."""
+    audit_lookback_s: float = Field(default=7200.0, gt=0)
+    """The window each round audits: calls settled, and effects applied, this long before…"""
+    audit_settle_s: float = Field(default=300.0, ge=0)
+    """…this long ago: a call settling right now is not drift."""
     faults: str = ""
 
     @property

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from shared.contracts.audit import EffectListing, EffectsByKey
 from shared.contracts.fault_protocol import FaultProtocol
 from shared.messaging.contract_schemas import (EFFECT_REQUESTS, ID_BASE, approvals_schema,
                                                authorizations_schema, compensations_schema,
@@ -60,6 +61,19 @@ def tool_catalog_schema() -> dict:
     return identified("tool-catalog.schema.json", CATALOG.json_schema())
 
 
+def downstream_audit_schema() -> dict:
+    """Not a message: the HTTP audit API a downstream serves (``shared/contracts/audit.py``),
+    its question by key and its answer."""
+    listing = EffectListing.model_json_schema()
+    definitions = {**listing.pop("$defs"), "EffectListing": listing,
+                   "EffectsByKey": EffectsByKey.model_json_schema()}
+    return identified("downstream-audit.schema.json", {
+        "description": "The audit API of a tool's audit_url: GET {audit_url}/effects?tool_name="
+                       "&since=&until=[&after=][&limit=] and POST {audit_url}/effects/by-key "
+                       "(an EffectsByKey) both answer an EffectListing.",
+        "$defs": definitions})
+
+
 GENERATED: dict[str, Callable[[], dict]] = {
     "envelope.schema.json": envelope_schema,
     "agent.proposals.schema.json": proposals_schema,
@@ -76,6 +90,7 @@ GENERATED: dict[str, Callable[[], dict]] = {
     REASON_CODES: reason_codes_document,
     "fault-protocol.schema.json": fault_protocol_schema,
     "tool-catalog.schema.json": tool_catalog_schema,
+    "downstream-audit.schema.json": downstream_audit_schema,
 }
 
 

@@ -51,6 +51,9 @@ class ToolSpec(BaseModel):
     cost_from: str | None = Field(default=None, description=(
         "Path of a money argument whose amount is what one call costs, counted against a run's "
         "cost budget. Tools without it cost nothing."))
+    audit_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the downstream's audit API (shared/contracts/audit.py): the settled-call "
+        "audit asks it which effects it holds. Tools without it are not audited."))
     ledger_key_retention_seconds: int | None = Field(default=None, gt=0, description=(
         "How long the ledger keeps an intent's record after its first proposal. Past it the "
         "record is reduced to a tombstone of its operation key: a proposal under the key is "

@@ -14,7 +14,7 @@ import pytest
 from shared.contracts.effect_requests import EFFECT_REQUESTED, EffectRequested
 from shared.messaging.envelope import Envelope
 from shared.messaging.outbox import OutboxMessage, insert_outbox_rows
-from tests.integration.test_dispatcher import authorize, running
+from tests.support.dispatching import authorize, running
 from tests.support import identities
 from tests.support.capabilities import capability_for
 from tests.support.dispatch import (Stage, attempts, call_row, debit_intent, dispatcher_stage,

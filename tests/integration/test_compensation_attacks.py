@@ -25,7 +25,7 @@ from shared.operator.publish import publish
 from shared.tools import load_registry
 from shared.tools.compensation import compensation_intent
 from tests.conftest import ROOT
-from tests.integration.test_dispatcher import authorize, running
+from tests.support.dispatching import authorize, running
 from tests.support import identities
 from tests.support.dispatch import (ALLOW_ALL, Stage, accepted, call_row, call_state,
                                     debit_intent, dispatcher_stage, running_policy_on, settled)

@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from functools import partial
 
 import pytest
 
 from services.dispatcher import metrics
-from services.dispatcher.main import run_dispatcher
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.repository import unresolved
 from shared.operator.resolve import ResolutionRequest, resolve
-from services.relay.main import run_relay
-from services.relay.settings import RelaySettings
-from shared.config import Settings
 from shared.messaging import lag
 from shared.operator.publish import publish
 from tests.support.identities import Posing, local, signer
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
                                     call_row, call_state, debit_intent, dispatcher_stage,
-                                    running_wallet_on, settled)
+                                    settled)
+from tests.support.dispatching import authorize, running
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits_under, new_wallet
 
@@ -36,32 +31,6 @@ pytestmark = pytest.mark.infra
 async def stage(pool, endpoints, tmp_path) -> Stage:
     async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
         yield prepared
-
-
-@asynccontextmanager
-async def running(stage: Stage, *, wallet: dict | None = None,
-                  counted: DispatcherMetrics | None = None,
-                  **dispatcher_overrides) -> AsyncIterator[None]:
-    """Relay, wallet and dispatcher in this event loop; faults via ``wallet={"faults": ...}``."""
-    stopping = asyncio.Event()
-    settings = Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
-                        database_url=stage.endpoints.database_url)
-    relay = asyncio.create_task(run_relay(settings, RelaySettings(
-        schemas=["dispatcher", "wallet", "warehouse"], poll_interval_s=0.2), stopping))
-    dispatcher = asyncio.create_task(run_dispatcher(
-        settings, stage.dispatcher_settings(**dispatcher_overrides), stopping, counted))
-    try:
-        async with running_wallet_on(stage, **(wallet or {})):
-            yield
-    finally:
-        stopping.set()
-        await asyncio.gather(relay, dispatcher)
-
-
-async def authorize(stage: Stage, *intents, version: str | None = None, **options) -> None:
-    version = version or stage.write_policy()
-    await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
-                  *(authorization(intent, version, **options) for intent in intents))
 
 
 async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):

@@ -270,3 +270,48 @@ async def test_the_wallet_process_serves_http_and_stops_on_sigterm(pool, endpoin
     assert exit_code == 0
     after = await adapter.perform(order(http_tool(url), key, debit(wallet), attempt=2))
     assert after.status == "transient"  # nobody listens: refused, nothing sent
+
+
+async def test_the_audit_api_lists_a_window_page_by_page_and_refuses_malformed_questions(
+        pool, endpoints):
+    """Seven debits in a window of their own, three to a page: all seven, oldest first, none
+    twice, each with the key it was applied under; the same by key; bad questions are 400."""
+    wallet = await new_wallet(pool)
+    start = datetime.now(UTC)
+    keys = []
+    for n in range(7):
+        keys.append(key := new_key())
+        await pool.execute(
+            "INSERT INTO wallet.debits (debit_id, wallet_id, amount_minor, currency, operation_key,"
+            " logical_call_id, attempt, fence, created_at) VALUES ($1, $2, 100, 'EUR', $3, $4, 1,"
+            " 1, $5)", f"d-{uuid.uuid4()}", wallet, key, uuid.uuid4(),
+            start - timedelta(days=3650, seconds=-n))
+    since = start - timedelta(days=3650)
+    async with http_wallet(endpoints) as url, aiohttp.ClientSession() as session:
+        listed, query = [], {"tool_name": "wallet.debit", "since": since.isoformat(),
+                             "until": (since + timedelta(seconds=7)).isoformat(), "limit": "3"}
+        while True:
+            async with session.get(f"{url}/audit/effects", params=query) as response:
+                page = await response.json()
+            listed += page["effects"]
+            if page["next"] is None:
+                break
+            query["after"] = page["next"]
+        async with session.post(f"{url}/audit/effects/by-key", json={
+                "tool_name": "wallet.debit", "operation_keys": keys[:2] + [new_key()]}) as response:
+            found = await response.json()
+        refused = []
+        for params in ({"tool_name": "wallet.nope", "since": since.isoformat(),
+                        "until": start.isoformat()},
+                       {"tool_name": "wallet.debit", "since": "yesterday", "until": start.isoformat()},
+                       {"tool_name": "wallet.debit", "since": since.isoformat(),
+                        "until": start.isoformat(), "limit": "0"}):
+            async with session.get(f"{url}/audit/effects", params=params) as response:
+                refused.append((response.status, "error" in await response.json()))
+        async with session.post(f"{url}/audit/effects/by-key",
+                                json={"tool_name": "wallet.debit", "operation_keys": []}) as response:
+            refused.append((response.status, "error" in await response.json()))
+    assert [effect["operation_key"] for effect in listed] == keys
+    assert {effect["tenant_id"] for effect in listed} == {"acme"}
+    assert sorted(effect["operation_key"] for effect in found["effects"]) == sorted(keys[:2])
+    assert refused == [(400, True)] * 4

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench bench-quick bench-relay infra-up infra-down install clean
+.PHONY: demo test unit lint bench bench-quick bench-dashboard bench-relay infra-up infra-down install clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "intentledger needs Python >= 3.11")'
@@ -43,6 +43,11 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	scripts/system-packages demo
 	$(BIN)/python -m bench.e2e --quick $(BENCH_ARGS)
+
+# The dashboard drawn from a real Prometheus's scrape of a short run.
+bench-dashboard: $(STAMP)
+	scripts/system-packages bench
+	$(BIN)/python -m bench.dashboard
 
 bench-relay: $(STAMP)
 	scripts/system-packages demo

@@ -16,9 +16,6 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import aiohttp
-import asyncpg
-
 from shared.config import Settings
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -52,6 +49,9 @@ async def audit_command(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as bad:
         print(f"intentledger audit: {bad}", file=sys.stderr)
         return 2
+    import aiohttp
+    import asyncpg
+
     from services.dispatcher.audit.client import AuditClient, AuditUnavailable
     from services.dispatcher.audit.drift import audit
     from services.dispatcher.audit.findings import record
@@ -85,6 +85,8 @@ async def audit_command(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _findings(settings: Settings, tool: str | None, as_json: bool) -> int:
+    import asyncpg
+
     conn = await asyncpg.connect(settings.endpoints.database_url)
     try:
         rows = [dict(row) for row in await conn.fetch(

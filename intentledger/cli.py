@@ -16,6 +16,8 @@ from pathlib import Path
 
 from intentledger import __version__
 from intentledger.audit_cli import add_audit_command, audit_command
+from intentledger.operator_cli import (SIGNING_KEY_HELP, add_operator_commands, operator_command,
+                                       person_signer)
 from shared.config import Settings
 from shared.terminal import printable
 
@@ -32,8 +34,6 @@ SERVED = {
     "mcp-gateway": ("services.mcp_gateway.main", "run_mcp_gateway"),  # the `mcp` extra
 }
 """What ``intentledger serve NAME`` runs: a composition root, imported only when served."""
-_SIGNING_KEY_HELP = ("the signer's private JWK (default: $INTENTLEDGER_SIGNING_KEY or the file "
-                     "$INTENTLEDGER_SIGNING_KEY_FILE names)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     propose.add_argument("--args", required=True, help="arguments as a JSON object")
     propose.add_argument("--tool-version")
     propose.add_argument("--key", help="caller-stated operation key")
-    propose.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
+    propose.add_argument("--signing-key", metavar="FILE", help=SIGNING_KEY_HELP)
     propose.add_argument("--call-id", default="cli-1")
     propose.add_argument("--timeout", type=float, default=30.0)
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         decide.add_argument("--approver", required=True, help="who decides (never the requester): "
                                                               "the principal the key signs as")
         decide.add_argument("--reason")
-        decide.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
+        decide.add_argument("--signing-key", metavar="FILE", help=SIGNING_KEY_HELP)
     resolve = commands.add_parser("resolve", help="settle by hand, with evidence, an intent "
                                                  "reconciliation left RECONCILING or in "
                                                  "MANUAL_REVIEW")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     resolve.add_argument("--receipt", help="the downstream's id of the effect (succeeded)")
     resolve.add_argument("--result", type=json.loads, help="the result fields as JSON (succeeded)")
     resolve.add_argument("--timeout", type=float, default=60.0)
-    resolve.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
+    resolve.add_argument("--signing-key", metavar="FILE", help=SIGNING_KEY_HELP)
     approve.add_argument("--ttl-seconds", type=float, default=900.0,
                          help="how long the grant stays valid")
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     tools_export.add_argument("--registry", metavar="FILE",
                               help="a registry file (default: the intake's)")
 
-    _operator_commands(commands)
+    add_operator_commands(commands)
     add_audit_command(commands)
 
     args = parser.parse_args(argv)
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "resolve":
         return asyncio.run(_resolve(settings, args))
     if args.command in ("runs", "unknown", "dlq"):
-        return asyncio.run(_operator(settings, args))
+        return asyncio.run(operator_command(settings, args))
     if args.command == "audit":
         return asyncio.run(audit_command(settings, args))
     if args.command == "keys" and args.keys_action == "capability":
@@ -229,7 +229,7 @@ async def _decide(settings: Settings, args: argparse.Namespace) -> int:
     from services.policy.settings import PolicySettings
     from shared.operator.approve import Answer, NotAwaitingApproval, send_answer
 
-    if (signer := _signer(args.signing_key, args.approver)) is None:
+    if (signer := person_signer(args.signing_key, args.approver)) is None:
         return 2
     answer = Answer(args.logical_call_id, granted=args.command == "approve",
                     reason=args.reason, ttl_seconds=getattr(args, "ttl_seconds", 900.0))
@@ -249,7 +249,7 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
     from services.dispatcher.settings import DispatcherSettings
     from shared.operator.resolve import NoSuchIntent, ResolutionRequest, resolve
 
-    if (signer := _signer(args.signing_key, args.operator)) is None:
+    if (signer := person_signer(args.signing_key, args.operator)) is None:
         return 2
     resolution = ResolutionRequest(args.logical_call_id, args.outcome, args.reason,
                                    args.evidence, args.receipt, args.result)
@@ -261,21 +261,6 @@ async def _resolve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(verdict, indent=2))
     return 0 if verdict["status"] == "applied" else 1
-
-
-def _signer(path: str | None, principal_id: str):
-    """The person's signer: their key from ``--signing-key`` or the environment; None (with
-    the reason on stderr) when there is none, since an unsigned decision would count nothing."""
-    from shared.identity.signatures import load_signing_key, signing_key_from_env
-    from shared.operator.publish import Signer
-
-    key = load_signing_key(path) if path else signing_key_from_env()
-    if key is None:
-        print("intentledger: no signing key: pass --signing-key FILE or set "
-              "INTENTLEDGER_SIGNING_KEY(_FILE); an unsigned decision counts for nothing",
-              file=sys.stderr)
-        return None
-    return Signer(key, principal_id)
 
 
 def _generate_capability_key(kid: str, out: Path, public: Path, if_absent: bool) -> int:
@@ -312,103 +297,6 @@ def _generate_key(kid: str, curve: str, out: str) -> int:
     print(yaml.safe_dump([{"kid": kid, "jwk": key.as_dict(private=False)}], sort_keys=False),
           end="")
     return 0
-
-
-def _operator_commands(commands: argparse._SubParsersAction) -> None:
-    """``runs``, ``unknown`` and ``dlq``: what an operator reads and resolves (services/query/cli.py),
-    and ``runs cancel``, which stops a run."""
-    runs = commands.add_parser("runs", help="list runs, or show one with its calls and timeline")
-    runs_action = runs.add_subparsers(dest="action", required=True)
-    runs_list = runs_action.add_parser("list", help="runs, ordered by run id")
-    runs_list.add_argument("--tenant")
-    runs_list.add_argument("--state", action="append", default=[], help="repeat for several")
-    runs_show = runs_action.add_parser("show", help="a run, its calls and its timeline")
-    runs_show.add_argument("run_id")
-    runs_show.add_argument("--tenant", required=True,
-                           help="the run's tenant (run ids are per tenant: two may share one)")
-    runs_cancel = runs_action.add_parser(
-        "cancel", help="stop a run: its calls not yet sent are refused run_cancelled, its calls "
-                       "already sent settle with their true outcome")
-    runs_cancel.add_argument("run_id")
-    runs_cancel.add_argument("--tenant", required=True, help="the run's tenant")
-    runs_cancel.add_argument("--operator", required=True,
-                             help="who cancels (an operator of the run's tenant)")
-    runs_cancel.add_argument("--reason", required=True, help="why, for the audit")
-    runs_cancel.add_argument("--compensate", action="store_true",
-                             help="also undo the run's done steps with their compensations")
-    runs_cancel.add_argument("--timeout", type=float, default=60.0)
-    runs_cancel.add_argument("--signing-key", metavar="FILE", help=_SIGNING_KEY_HELP)
-    unknown = commands.add_parser("unknown", help="the UNKNOWN queue, oldest first, with ages")
-    unknown.add_argument("action", choices=["list"])
-    unknown.add_argument("--tenant")
-    dlq = commands.add_parser("dlq", help="dead letters of every service schema")
-    dlq_action = dlq.add_subparsers(dest="action", required=True)
-    dlq_list = dlq_action.add_parser("list", help="dead letters, oldest first")
-    dlq_list.add_argument("--schema", help="one service schema")
-    dlq_list.add_argument("--topic", help="records consumed from this topic")
-    dlq_replay = dlq_action.add_parser("replay", help="re-publish one to its topic")
-    dlq_replay.add_argument("schema")
-    dlq_replay.add_argument("id", type=int)
-    dlq_replay.add_argument("--force", action="store_true", help="replay again if replayed before")
-    for listing in (runs_list, unknown, dlq_list):
-        listing.add_argument("--limit", type=int, default=50)
-        listing.add_argument("--after", help="the cursor printed after the previous page")
-    for reading in (runs_list, runs_show, unknown, dlq_list):
-        reading.add_argument("--json", action="store_true", help="JSON for scripts")
-
-
-async def _operator(settings: Settings, args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from services.query import cli
-    from services.query.errors import QueryError
-    from services.query.filters import CallFilters, DeadLetterFilters, RunFilters
-
-    if (args.command, args.action) == ("runs", "show"):
-        from shared.runs import RunKey
-
-        return await cli.runs_show(settings, RunKey(args.tenant, args.run_id), args.json)
-    if (args.command, args.action) == ("runs", "cancel"):
-        return await _cancel(settings, args)
-    if (args.command, args.action) == ("dlq", "replay"):
-        return await cli.dlq_replay(settings, args.schema, args.id, args.force)
-    page = {"limit": args.limit, "after": args.after}
-    try:
-        if args.command == "runs":
-            filters = RunFilters(tenant=args.tenant, state=args.state, **page)
-            return await cli.runs_list(settings, filters, args.json)
-        if args.command == "unknown":
-            return await cli.unknown_list(settings, CallFilters(tenant=args.tenant, **page), args.json)
-        filters = DeadLetterFilters(schema_name=args.schema, topic=args.topic, **page)
-        return await cli.dlq_list(settings, filters, args.json)
-    except ValidationError as invalid:
-        print("intentledger: " + "; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                           for e in invalid.errors()), file=sys.stderr)
-        return 2
-    except QueryError as invalid:
-        print(f"intentledger: {invalid.message}", file=sys.stderr)
-        return 2
-
-
-async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from services.dispatcher.settings import DispatcherSettings
-    from shared.operator.cancel import cancel_run
-    from shared.runs import RunKey
-
-    if (signer := _signer(args.signing_key, args.operator)) is None:
-        return 2
-    try:
-        verdict = await cancel_run(settings.endpoints, RunKey(args.tenant, args.run_id),
-                                   reason=args.reason, compensate=args.compensate,
-                                   topic=DispatcherSettings().resolutions_topic, signer=signer,
-                                   timeout_s=args.timeout)
-    except ValidationError as refusal:
-        print(f"intentledger: {printable(str(refusal))}", file=sys.stderr)
-        return 2
-    print(json.dumps(verdict, indent=2))
-    return 0 if verdict["status"] == "applied" else 1
 
 
 async def _add_tenants(settings: Settings, tenants: list[str], replicas: int) -> int:

@@ -91,7 +91,7 @@ EXPECTED = {
     "policy": (CONSUMER_READINESS, {"consumer", "background"}),
     "dispatcher": (CONSUMER_READINESS, {"consumer", "background"}),
     "projection": (CONSUMER_READINESS, {"consumer"}),
-    "wallet": (CONSUMER_READINESS, {"consumer"}),
+    "wallet": (CONSUMER_READINESS, {"consumer", "background"}),  # forgets keys
     "warehouse": (CONSUMER_READINESS, {"consumer"}),
     "query": ({"postgres", "migrations"}, set()),
     "mcp-gateway": ({"serving"}, set()),

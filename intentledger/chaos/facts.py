@@ -129,6 +129,8 @@ async def _call(conn: asyncpg.Connection, sent: Sent, counters: dict[str, Effect
     fact["business_effects"] = await count_effects(conn, counters, tool, key)
     remembered = await count_effects(conn, counters, tool, key, remembered=True)
     fact["downstream_remembers_key"] = None if remembered is None else remembered > 0
+    fact["audit_findings"] = [r["kind"] for r in await conn.fetch(
+        "SELECT kind FROM dispatcher.audit_findings WHERE operation_key = $1 ORDER BY kind", key)]
     if call_id is None:
         return fact
     logical = uuid.UUID(call_id)

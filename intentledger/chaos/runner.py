@@ -37,7 +37,8 @@ from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
 from shared.config import Endpoints, Settings
 from shared.contracts.fault_protocol import (Approve, FaultProtocol, Forge, Inject, Outage,
-                                             Redeliver, Replica, Signal, Trigger, substitute)
+                                             Redeliver, Replica, Signal, Tamper, Trigger,
+                                             substitute)
 from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.db.pool import open_pool
 from shared.errors import is_retryable
@@ -257,11 +258,11 @@ class Scenario:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
-    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve) -> None:
+    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper) -> None:
         await self._apply(fault)
         self.over[fault.id].set()
 
-    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve) -> None:
+    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
         if isinstance(fault, Signal):
@@ -305,6 +306,12 @@ class Scenario:
             published = await approve(self.endpoints, fault, logical_call_id, self.identities,
                                       self.deadline)
             await self._fired(fault.id, f"on {fault.call}: {'; '.join(published)}")
+        elif isinstance(fault, Tamper):
+            await self._answered(fault.call, f"fault {fault.id}")
+            key = self.sent[fault.call].outcome.payload["operation_key"]
+            changed = await self.pool.execute(substitute(fault.statement, self.nonce), key)
+            await self._fired(fault.id, f"on {fault.call}'s key: {changed}")
+            await asyncio.sleep(fault.for_s)
         elif isinstance(fault, Redeliver):
             records = await self.positions.since_start(fault.topic)
             await self.positions.republish(records)

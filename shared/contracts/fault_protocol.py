@@ -242,13 +242,26 @@ class Approve(_Strict):
     when: Trigger = Trigger()
 
 
-Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Approve,
+class Tamper(_Strict):
+    """Change a downstream's own records behind the ledger's back, as a restore from an old
+    backup or a hand-made fix does: ``statement`` runs once on the stack's database with ``$1``
+    the operation key of ``call``; then the scenario goes on for ``for_s`` before it may end
+    (time for a scheduled audit to look)."""
+    kind: Literal["tamper"]
+    id: Name
+    call: Name = Field(description="A proposal's name: whose operation key is $1.")
+    statement: str = Field(description="One SQL statement (a CTE may chain several changes).")
+    for_s: float = Field(default=0.0, ge=0)
+    when: Trigger = Trigger()
+
+
+Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper,
                   Field(discriminator="kind")]
 
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
               "business_effects", "events", "result", "receipts", "settled",
               "compensation_state", "compensation_effects", "deadline_slack_s", "logical_call_id",
-              "downstream_remembers_key")
+              "downstream_remembers_key", "audit_findings")
 RUN_FACTS = ("run_status", "stop_reason", "projection_hash", "run_events", "rejected_proposals",
              "run_calls", "run_cost_spent_minor", "run_attempts_used")
 """Of one tenant's run (runs are named by tenant and run id): the projection's row and history,

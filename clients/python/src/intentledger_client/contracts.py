@@ -52,16 +52,18 @@ class ProposalOutcome(BaseModel):
         "whose sender proved none is not recorded there at all. On agent.results.<tenant>, null "
         "for such a message."))
     principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
-    logical_call_id: uuid.UUID | None = None
+    logical_call_id: uuid.UUID | None = Field(default=None, description=(
+        "The intent: the new one (accepted), the existing one (duplicate), or the one the "
+        "operation key named before its record expired (rejected operation_key_expired)."))
     operation_key: str | None = None
     tool_name: str | None = None
     tool_version: str | None = None
     arguments_hash: str | None = None
     state: str | None = Field(default=None, description="For a duplicate: the intent's state now.")
     intent_run_id: str | None = Field(default=None, description=(
-        "For a duplicate: the run of the intent it names, under whose key (and partition) the "
-        "intent's later states are announced; another run than run_id when the operation key "
-        "was first used there."))
+        "For a duplicate or operation_key_expired: the run of the intent it names, under whose "
+        "key (and partition) the intent's states are announced; another run than run_id when "
+        "the operation key was first used there."))
     reason_code: str | None = Field(default=None, description="Stable, machine-readable.")
     message: str | None = Field(default=None, description="For people; never parse it.")
     retry_after_s: float | None = Field(default=None, ge=0, description=(

@@ -117,6 +117,7 @@ def _instant(text: str, now: datetime) -> datetime:
 
 
 def _audit_url(tool: str, registry: str | None) -> str:
+    from services.dispatcher.audit.findings import audited_tools
     from services.dispatcher.settings import DispatcherSettings
     from shared.tools import RegistryError, load_registry
 
@@ -124,7 +125,6 @@ def _audit_url(tool: str, registry: str | None) -> str:
         tools = load_registry(Path(registry) if registry else DispatcherSettings().tools_file)
     except RegistryError as error:
         raise ValueError(str(error)) from None
-    urls = {spec.audit_url for spec in tools.tools if spec.name == tool and spec.audit_url}
-    if not urls:
+    if (url := audited_tools(tools).get(tool)) is None:
         raise ValueError(f"the registry declares no audit_url for {tool!r}")
-    return urls.pop()
+    return url

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,10 +17,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import aiohttp
 
 from bench.dashboard.render import draw, query_panels, summary
 from bench.e2e.pipeline import SERVICES
+from shared.infra.ports import free_port
+from shared.infra.readiness import http_answers, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPE_S = 2.0
@@ -38,10 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", type=Path,
                         default=ROOT / "bench" / "results" / "dashboard.json")
     args = parser.parse_args(argv)
-    ports = {service: _free_port() for service in SERVICES}
+    ports = {service: free_port() for service in SERVICES}
     with tempfile.TemporaryDirectory(prefix="intentledger-dashboard-") as folder:
         work = Path(folder)
-        prometheus_port = _free_port()
+        prometheus_port = free_port()
         with _prometheus(work, ports, prometheus_port):
             start = datetime.now(UTC)
             _benchmark(args, ports, work)
@@ -74,26 +74,13 @@ class _prometheus:
             ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self._work / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self._port}", "--log.level=warn"],
             stdout=subprocess.DEVNULL, stderr=(self._work / "prometheus.log").open("w"))
-        asyncio.run(_ready(f"http://127.0.0.1:{self._port}/-/ready"))
+        asyncio.run(wait_until(lambda: http_answers(f"http://127.0.0.1:{self._port}/-/ready"),
+                               "prometheus", 30.0, alive=lambda: self._process.poll() is None,
+                               log_hint=f"; see {self._work / 'prometheus.log'}"))
 
     def __exit__(self, *_: object) -> None:
         self._process.terminate()
         self._process.wait(timeout=30)
-
-
-async def _ready(url: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as session:
-        while True:
-            try:
-                async with session.get(url) as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus never became ready at {url}")
-            await asyncio.sleep(0.5)
 
 
 def _benchmark(args: argparse.Namespace, ports: dict[str, int], work: Path) -> None:
@@ -104,12 +91,6 @@ def _benchmark(args: argparse.Namespace, ports: dict[str, int], work: Path) -> N
     subprocess.run([sys.executable, "-m", "bench.e2e", "--quick", "--no-baselines",
                     "--rates", args.rates, "--step-seconds", str(args.step_seconds),
                     "--out", str(work / "bench"), *settings], check=True, cwd=ROOT)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 if __name__ == "__main__":

@@ -5,14 +5,13 @@ under that key. Served with the HTTP API (``http_api.py``), unauthenticated like
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 from aiohttp import web
 from pydantic import ValidationError
 
+from downstreams.wallet.http_refusals import explained, malformed
 from shared.contracts.audit import MAX_LISTED, AuditedEffect, EffectListing, EffectsByKey
 
 EFFECTS = {"wallet.debit": ("debits", "debit_id"), "wallet.refund": ("refunds", "refund_id")}
@@ -50,8 +49,7 @@ async def by_key(request: web.Request, pool: asyncpg.Pool) -> web.Response:
     try:
         asked = EffectsByKey.model_validate_json(await request.text())
     except ValidationError as error:
-        raise _malformed("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                   for e in error.errors())) from None
+        raise malformed(explained(error)) from None
     table, id_column = _effects_of(asked.tool_name)
     rows = await pool.fetch(f"{_select(table, id_column)} WHERE e.operation_key = ANY($1::text[])"
                             f" ORDER BY e.created_at, e.{id_column}", asked.operation_keys)
@@ -74,7 +72,7 @@ def _listing(listing: EffectListing) -> web.Response:
 
 def _effects_of(tool: str | None) -> tuple[str, str]:
     if tool not in EFFECTS:
-        raise _malformed(f"tool_name: one of {', '.join(EFFECTS)}")
+        raise malformed(f"tool_name: one of {', '.join(EFFECTS)}")
     return EFFECTS[tool]
 
 
@@ -84,7 +82,7 @@ def _instant(value: str | None, name: str) -> datetime:
     except ValueError:
         instant = None
     if instant is None or instant.tzinfo is None:
-        raise _malformed(f"{name}: an RFC 3339 time with an offset")
+        raise malformed(f"{name}: an RFC 3339 time with an offset")
     return instant
 
 
@@ -95,9 +93,5 @@ def _cursor(value: str) -> tuple[datetime, str]:
 
 def _limit(value: str) -> int:
     if not value.isdigit() or not 1 <= int(value) <= MAX_LISTED:
-        raise _malformed(f"limit: 1 to {MAX_LISTED}")
+        raise malformed(f"limit: 1 to {MAX_LISTED}")
     return int(value)
-
-
-def _malformed(error: Any) -> web.HTTPBadRequest:
-    return web.HTTPBadRequest(text=json.dumps({"error": error}), content_type="application/json")

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 from downstreams.wallet import audit_api
 from downstreams.wallet.answers import Lookup, answer, answer_lookup
 from downstreams.wallet.book import SqlBook
+from downstreams.wallet.http_refusals import explained, malformed
 from shared import faults
 from shared.downstream.capability_check import CapabilityCheck
 from shared.contracts.effect_requests import EffectReceipt, EffectRequested
@@ -142,7 +143,7 @@ async def _injected_failure() -> None:
 def _headers(request: web.Request, names: dict[str, str]) -> dict[str, str]:
     missing = [header for header in names.values() if header not in request.headers]
     if missing:
-        raise _malformed(f"missing header {', '.join(missing)}")
+        raise malformed(f"missing header {', '.join(missing)}")
     return {field: request.headers[header] for field, header in names.items()}
 
 
@@ -150,9 +151,9 @@ async def _body(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.text(), parse_constant=_no_constant)
     except (ValueError, RecursionError):
-        raise _malformed("the body is not JSON (nested too deep, or NaN/Infinity)") from None
+        raise malformed("the body is not JSON (nested too deep, or NaN/Infinity)") from None
     if not isinstance(body, dict) or not set(body) <= BODY_FIELDS:
-        raise _malformed(f"the body must be a JSON object of {', '.join(sorted(BODY_FIELDS))}")
+        raise malformed(f"the body must be a JSON object of {', '.join(sorted(BODY_FIELDS))}")
     return body
 
 
@@ -164,7 +165,7 @@ def _no_constant(name: str) -> None:
 def _run_id(value: str) -> str:
     """The fence's scope: the run whose lease the sender holds."""
     if not 1 <= len(value) <= 200:
-        raise _malformed(f"{CALL_HEADERS['run_id']}: 1 to 200 characters")
+        raise malformed(f"{CALL_HEADERS['run_id']}: 1 to 200 characters")
     return value
 
 
@@ -173,10 +174,4 @@ def _valid(model: type[M], fields: dict[str, Any], headers: dict[str, str]) -> M
     try:
         return model.model_validate(fields)
     except ValidationError as error:
-        raise _malformed("; ".join(
-            f"{headers.get(str(e['loc'][0]), '.'.join(map(str, e['loc'])))}: {e['msg']}"
-            for e in error.errors())) from None
-
-
-def _malformed(error: str) -> web.HTTPBadRequest:
-    return web.HTTPBadRequest(text=json.dumps({"error": error}), content_type="application/json")
+        raise malformed(explained(error, headers)) from None

@@ -8,7 +8,6 @@ in ``<home>/console.json`` (readable by its owner only). The next demo replaces 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import secrets
@@ -16,7 +15,6 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import aiohttp
 
 from services.query.settings import QuerySettings
 from intentledger.demo.identities import OPERATOR_ID, demo_identities, service_env
@@ -24,6 +22,7 @@ from shared.config import Endpoints, Settings
 from shared.infra import processes
 from shared.infra.ports import choose
 from shared.infra.postgres_local import login_url
+from shared.infra.readiness import http_answers, wait_until
 
 MARKER = "intentledger.cli serve query"
 READY_S = 60.0
@@ -80,14 +79,6 @@ def stop(settings: Settings) -> bool:
 
 
 async def _answers(url: str, pid: int) -> None:
-    async with asyncio.timeout(READY_S), aiohttp.ClientSession() as session:
-        while True:
-            if not processes.is_alive(pid, MARKER):
-                raise RuntimeError("the console exited at start; see its log (logs/console.log)")
-            try:
-                async with session.get(url) as answer:
-                    if answer.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
+    await wait_until(lambda: http_answers(url), "the console", READY_S,
+                     alive=lambda: processes.is_alive(pid, MARKER),
+                     log_hint="; see its log (logs/console.log)")

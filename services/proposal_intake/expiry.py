@@ -16,6 +16,7 @@ tool's ``retry.key_retention_seconds`` (``services/dispatcher/decide/reconcile.p
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 
 import asyncpg
@@ -57,10 +58,7 @@ async def expire_keys(conn: asyncpg.Connection, retention: Mapping[str, int],
         " tool_name, proposed_at) SELECT * FROM gone ON CONFLICT (operation_key) DO NOTHING"
         " RETURNING tool_name",
         list(retention), [float(seconds) for seconds in retention.values()], limit)
-    counted: dict[str, int] = {}
-    for row in rows:
-        counted[row["tool_name"]] = counted.get(row["tool_name"], 0) + 1
-    return counted
+    return Counter(row["tool_name"] for row in rows)
 
 
 async def expire_all(pool: asyncpg.Pool, retention: Mapping[str, int], batch: int) -> int:

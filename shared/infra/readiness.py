@@ -1,5 +1,6 @@
 """Is a service really serving? Answered by a request, never by an open port alone.
 
+An HTTP service is ready when its health URL answers 200.
 Kafka is ready when it answers a metadata request (what every client does first);
 PostgreSQL when ``pg_isready`` says it accepts connections and ``SELECT 1`` runs in the
 application's database. Each wait has a deadline and gives up early when the process
@@ -17,6 +18,7 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 import asyncpg
 from aiokafka.admin import AIOKafkaAdminClient
 
@@ -56,6 +58,16 @@ async def postgres_answers(url: str, timeout: float = 3.0) -> bool:
         return await connection.fetchval("SELECT 1", timeout=timeout) == 1
     finally:
         await connection.close()
+
+
+async def http_answers(url: str, timeout: float = 3.0) -> bool:
+    """The URL answers 200 (a health or readiness endpoint)."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, \
+                session.get(url) as answer:
+            return answer.status == 200
+    except (aiohttp.ClientError, TimeoutError):
+        return False
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], what: str, deadline_s: float,

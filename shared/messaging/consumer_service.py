@@ -30,8 +30,9 @@ from shared.messaging.admin import ensure_topics
 from shared.messaging.consumer import (BatchHandler, Decoder, Handler, IdempotentConsumer,
                                        decode_envelope)
 from shared.messaging.kafka_security import configured, new_broker
+from shared.db.housekeeping import every
 from shared.messaging.retention import (Horizon, RetentionSettings, RetentionUnknown, horizon,
-                                        purge_forever, topic_retention_s)
+                                        purge_logged, topic_retention_s)
 from shared.messaging.routes import Router
 from shared.messaging.subscription import subscribe
 from shared.topology import priority_group
@@ -120,18 +121,16 @@ async def serve(service: ConsumerService, settings: Settings,
                            for group, topics in lanes.items() if topics]
             await broker.start()
             _watch(health, subscribers)
-            purging = asyncio.create_task(purge_forever(pool, service.schema, kept, retention,
-                                                        stopping))
+            purging = every(retention.interval_s, lambda: purge_logged(
+                pool, service.schema, kept, retention.batch), f"{service.schema}: purge")
             try:
-                async with alongside(pool) if alongside else nullcontext() as vital:
+                async with purging, alongside(pool) if alongside else nullcontext() as vital:
                     if vital:
                         health.vital("background", lambda: vital)
                     log.info("%s started, consuming %s", service.name, ", ".join(consumes))
                     await stopping.wait()
                     log.info("%s stopping: finishing the batch in flight", service.name)
             finally:
-                purging.cancel()
-                await asyncio.gather(purging, return_exceptions=True)
                 await broker.stop()
                 log.info("%s stopped: %s", service.name, consumer.totals)
         finally:

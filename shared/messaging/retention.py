@@ -21,6 +21,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.db.housekeeping import in_batches
 from shared.db.identifiers import checked_identifier
 from shared.messaging.kafka_security import client_options
 
@@ -116,29 +117,18 @@ async def purge(pool: asyncpg.Pool, schema: str, limits: Horizon, batch: int) ->
     return inbox, letters
 
 
-async def purge_forever(pool: asyncpg.Pool, schema: str, limits: Horizon,
-                        settings: RetentionSettings, stopping: asyncio.Event) -> None:
-    """Purge every ``interval_s`` until ``stopping``; a failed round is logged and retried at
-    the next (a table that grows for a while is no reason to stop consuming)."""
-    while not stopping.is_set():
-        try:
-            inbox, letters = await purge(pool, schema, limits, settings.batch)
-            if inbox or letters:
-                log.info("%s: purged %d inbox rows and %d dead letters", schema, inbox, letters)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            log.warning("%s: purge failed, retried in %.0f s: %s", schema, settings.interval_s,
-                        error)
-        try:
-            await asyncio.wait_for(stopping.wait(), settings.interval_s)
-        except TimeoutError:
-            pass
+async def purge_logged(pool: asyncpg.Pool, schema: str, limits: Horizon, batch: int) -> None:
+    """One round of ``purge``, said in the log when it deleted anything: the job the consumer
+    service repeats every ``interval_s`` (``shared.db.housekeeping.every``; a failed round is
+    logged and tried again at the next, a table that grows for a while being no reason to stop
+    consuming)."""
+    inbox, letters = await purge(pool, schema, limits, batch)
+    if inbox or letters:
+        log.info("%s: purged %d inbox rows and %d dead letters", schema, inbox, letters)
 
 
 async def _in_batches(pool: asyncpg.Pool, statement: str, age_s: float, batch: int) -> int:
-    deleted = 0
-    while True:
-        result = await pool.execute(statement, age_s, batch)
-        count = int(result.split()[-1])
-        deleted += count
-        if count < batch:
-            return deleted
+    async def deleted(conn: asyncpg.Connection) -> int:
+        return int((await conn.execute(statement, age_s, batch)).split()[-1])
+
+    return await in_batches(pool, batch, deleted)

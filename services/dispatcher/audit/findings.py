@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 import aiohttp
 import asyncpg
 
 from services.dispatcher.audit.client import AuditClient, AuditUnavailable
-from services.dispatcher.audit.drift import Audit, Finding, audit
+from services.dispatcher.audit.drift import Audit, Finding, Kind, audit
 from services.dispatcher.settings import DispatcherSettings
 from shared import metric_catalog
 from shared.tools import ToolRegistry
@@ -70,6 +71,5 @@ def start_at_zero(registry: ToolRegistry) -> None:
     """A series per tool and kind, born at 0 so that ``increase()`` sees the first finding (a
     tool without ``audit_url`` stays at 0, as the dispatcher's other counters do)."""
     for tool in sorted({spec.name for spec in registry.tools}):
-        for kind in ("applied_not_in_downstream", "downstream_not_in_ledger",
-                     "repeated_in_downstream"):
+        for kind in get_args(Kind):
             _DRIFT.add(0, {"tool": tool, "kind": kind})

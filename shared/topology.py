@@ -42,7 +42,8 @@ OPERATORS = "operators"
 CONSOLE = "query"
 """The operator console's resolve form, served by the query service as the signed-in person."""
 MCP_GATEWAY = "mcp-gateway"
-"""Proposes for the agents it authenticates, of any tenant, and reads their answers."""
+"""Proposes for the agents it authenticates, of any tenant, reads their answers, and withdraws
+their calls awaiting approval (an MCP client's ``tasks/cancel``)."""
 DOWNSTREAMS = "downstream systems"
 
 
@@ -85,8 +86,9 @@ TOPICS = (
     Topic(LEDGER_INTAKE, "accepted intents and the intake's other answers",
           "ledger.intake.schema.json", "run id", ("proposal-intake",), ("policy", "projection"),
           False),
-    Topic(LEDGER_APPROVALS, "people's approvals and refusals of an intent",
-          "ledger.approvals.schema.json", "run id", (OPERATORS,), ("policy",), True),
+    Topic(LEDGER_APPROVALS, "people's approvals and refusals of an intent, and the "
+          "withdrawals of its agent while it waits", "ledger.approvals.schema.json", "run id",
+          (OPERATORS, MCP_GATEWAY), ("policy",), True),
     Topic(LEDGER_AUTHORIZATIONS, "the policy's decisions: allowed with a capability, denied, "
           "awaiting approval", "ledger.authorizations.schema.json", "run id", ("policy",),
           ("dispatcher", "projection"), False),

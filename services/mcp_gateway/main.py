@@ -19,6 +19,7 @@ from services.mcp_gateway.clients import Clients
 from services.mcp_gateway.server import mcp_server
 from services.mcp_gateway.settings import GatewaySettings
 from services.mcp_gateway.tokens import GatewayTokenVerifier, load_key_set, load_static_tokens
+from services.mcp_gateway.withdrawals import Withdrawer
 from shared.config import Settings
 from shared.health import Health
 from shared.identity.principals import Principals, PrincipalsWatcher
@@ -53,8 +54,10 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
                                             "kafka_options": configured().client_kwargs()},
                           idle_s=gateway.client_idle_s, max_open=gateway.max_clients)
         calls = Calls(clients, gateway.wait_s)
+        withdrawer = Withdrawer(settings.kafka_endpoint, gateway.approvals_topic,
+                                gateway.principal_id, key)
         server = mcp_server(load_registry(gateway.tools_file), lambda: policy.current, calls,
-                            local)
+                            withdrawer, local)
         watchers = [asyncio.create_task(principals.watch()), asyncio.create_task(policy.watch())]
         try:
             if local is not None:

@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway import catalog, results, tasks
 from services.mcp_gateway.callers import Caller, CallerToken
 from services.mcp_gateway.calls import Calls
+from services.mcp_gateway.withdrawals import Withdrawer
 from shared.policy.document import Policy
 from shared.tools import ToolRegistry
 
@@ -34,7 +35,7 @@ INSTRUCTIONS = (
 
 
 def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls,
-               local: Caller | None = None) -> Server:
+               withdrawer: Withdrawer, local: Caller | None = None) -> Server:
     """``local``: the one caller of a stdio server (no HTTP, no token); None on HTTP, where
     every caller is the one its verified token names."""
 
@@ -72,7 +73,7 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
     async def cancel_task(ctx: ServerRequestContext, params: types.CancelTaskRequestParams):
         return await later.cancel(_caller(), params.task_id)
 
-    later = tasks.Tasks(calls)
+    later = tasks.Tasks(calls, withdrawer)
     server = Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
                     on_list_tools=list_tools, on_call_tool=call_tool,
                     get_tool_input_schema=lambda name: catalog.input_schema(registry, name))

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS
+from shared.topology import AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 OPERATION_KEY_META = "io.intentledger/operation_key"
@@ -45,6 +45,8 @@ class GatewaySettings(BaseSettings):
     policy_file: Path = _CONFIG / "policy.example.yaml"
     """Read to list each caller only the tools its policy could ever allow."""
     proposals_topic: str = AGENT_PROPOSALS
+    approvals_topic: str = LEDGER_APPROVALS
+    """Where it withdraws its callers' calls awaiting approval (``tasks/cancel``)."""
     results_family: str = AGENT_RESULTS
     stdio_caller: str | None = None
     """``principal@tenant``: serve MCP on stdin/stdout, as that caller, for the one local client

@@ -8,9 +8,13 @@ completes with an ``isError`` result: the task ran, the tool call was refused).
 
 The task id is the call's handle, encoded: nothing is stored, so any replica answers for any
 task and a task is known as soon as its id is returned. It is honoured for the caller's own
-tenant only, whose answers its client may read anyway. An intent cannot be cancelled from here
-(it settles, or its deadline expires it): ``tasks/cancel`` says so. The 2025-11-25 form of
-tasks (``params.task``) is not offered; such clients get the pending result and its handle.
+tenant only, whose answers its client may read anyway.
+
+``tasks/cancel`` withdraws a call that awaits approval (``withdrawals.py``): once the policy has
+denied it ``call_withdrawn`` the task is ``cancelled``, and nothing was dispatched. A call
+already under way cannot be cancelled (its effect may be happening: it settles with its true
+outcome), nor can a completed one; both are refused with why. The 2025-11-25 form of tasks
+(``params.task``) is not offered; such clients get the pending result and its handle.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from pydantic import ValidationError
 from services.mcp_gateway import results
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import Calls, NotTheCallers
+from services.mcp_gateway.withdrawals import Withdrawer
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_MS = 1000
 TTL_MS = 24 * 3600 * 1000
+WITHDRAWN = "call_withdrawn"
+CANCELLED_BY_CLIENT = "cancelled by the MCP client (tasks/cancel)"
 
 
 def wanted(meta: Mapping[str, Any] | None) -> bool:
@@ -46,16 +53,15 @@ def created(outcome: Outcome) -> dict[str, Any]:
 
 
 class Tasks:
-    def __init__(self, calls: Calls, poll_wait_s: float = 1.0) -> None:
-        self._calls, self._poll_wait_s = calls, poll_wait_s
+    def __init__(self, calls: Calls, withdrawer: Withdrawer, poll_wait_s: float = 1.0,
+                 cancel_wait_s: float = 20.0) -> None:
+        self._calls, self._withdrawer = calls, withdrawer
+        self._poll_wait_s, self._cancel_wait_s = poll_wait_s, cancel_wait_s
 
     async def get(self, caller: Caller, task: str) -> dict[str, Any]:
         """The task as it is now, under the id it was asked by (the call's handle moves on as
         its states are read; the task's id stays the one the client holds)."""
-        try:
-            outcome = await self._calls.fetch(caller, _handle(task), self._poll_wait_s)
-        except (ValueError, ValidationError, NotTheCallers):  # NotTheCallers is a ValueError
-            raise MCPError(code=types.INVALID_PARAMS, message="unknown task") from None
+        outcome = await self._now(caller, task)
         polled = {"resultType": "complete", **_task(outcome, task)}
         if outcome.status not in results.LATER:
             polled["result"] = results.answer(outcome).model_dump(by_alias=True, mode="json",
@@ -63,8 +69,38 @@ class Tasks:
         return polled
 
     async def cancel(self, caller: Caller, task: str) -> dict[str, Any]:
+        """Withdraw the task's call if it awaits approval, and answer once the policy has
+        denied it (``cancelled``); refuse, saying why, when it cannot be. The call's latest
+        state is read, including the one the task was created in (its id's handle waits for
+        later ones); a call read in flight is waited for: it may come to await approval."""
+        outcome = await self._now(caller, task, self._cancel_wait_s, latest=True)
+        if outcome.status not in results.LATER:
+            raise MCPError(code=types.INVALID_PARAMS, message=(
+                f"the task is {_status(outcome)} already: it cannot be cancelled"))
+        if outcome.status != "awaiting_approval":
+            raise MCPError(code=types.INVALID_REQUEST, message=(
+                f"the call is {outcome.status} ({results.LATER[outcome.status]}): only a call "
+                "awaiting approval can be withdrawn; this one settles with its true outcome"))
+        await self._withdrawer.withdraw(caller, outcome.handle, CANCELLED_BY_CLIENT)
+        decided = await self._calls.fetch(caller, outcome.handle, self._cancel_wait_s)
+        if _status(decided) == "cancelled":
+            return {"resultType": "complete", **_task(decided, task)}
+        if decided.status in results.LATER:
+            raise MCPError(code=types.INTERNAL_ERROR, message=(
+                "the withdrawal is sent but not applied yet: poll the task for what it came to"))
         raise MCPError(code=types.INVALID_REQUEST, message=(
-            "an intent cannot be cancelled: it settles, or its run's deadline expires it"))
+            f"the call was decided before its withdrawal: {decided.status} "
+            f"({decided.reason_code}); poll the task for its result"))
+
+    async def _now(self, caller: Caller, task: str, wait_s: float | None = None, *,
+                   latest: bool = False) -> Outcome:
+        try:
+            handle = _handle(task)
+            if latest:
+                handle = handle.model_copy(update={"settled_after": -1})
+            return await self._calls.fetch(caller, handle, wait_s or self._poll_wait_s)
+        except (ValueError, ValidationError, NotTheCallers):  # NotTheCallers is a ValueError
+            raise MCPError(code=types.INVALID_PARAMS, message="unknown task") from None
 
 
 def task_id(handle: Handle) -> str:
@@ -76,12 +112,22 @@ def _handle(task: str) -> Handle:
 
 
 def _task(outcome: Outcome, task: str) -> dict[str, Any]:
-    later = outcome.status in results.LATER
-    now = datetime.now(UTC).isoformat()
-    return {"taskId": task, "status": "working" if later else "completed",
+    now = datetime.now(UTC)
+    return {"taskId": task, "status": _status(outcome),
             "statusMessage": results.LATER.get(outcome.status, outcome.status),
-            "createdAt": _created(outcome.handle) or now, "lastUpdatedAt": now,
-            "ttlMs": TTL_MS, "pollIntervalMs": POLL_MS}
+            "createdAt": _created(outcome.handle) or now.isoformat(),
+            "lastUpdatedAt": now.isoformat(), "ttlMs": TTL_MS, "pollIntervalMs": POLL_MS}
+
+
+def _status(outcome: Outcome) -> str:
+    """The task's status: working while the call may still come to something; cancelled once
+    its agent withdrew it; else completed (a denied or failed call is a result, not a failed
+    task)."""
+    if outcome.status in results.LATER:
+        return "working"
+    if outcome.status == "denied" and outcome.reason_code == WITHDRAWN:
+        return "cancelled"
+    return "completed"
 
 
 def _created(handle: Handle) -> str | None:

@@ -15,7 +15,8 @@ tenant. Quorums therefore count distinct verified principals, never distinct nam
 A compensation the dispatcher proposes is judged only once its seal and its derivation hold
 (``compensations.py``). An operator's cancellation of a run denies its calls waiting for
 approval, once its signature proves an operator of the run's tenant sent it
-(``cancellations.py``).
+(``cancellations.py``). The agent that proposed a call may withdraw it while it awaits
+approval: it is then denied ``call_withdrawn`` (``withdrawals.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 
 from joserfc.jwk import OKPKey
 
-from services.policy import cancellations, repository as repo
+from services.policy import cancellations, repository as repo, withdrawals
 from services.policy.approvals import already_counted, approval_refusal, granted
 from services.policy.compensations import proposal_refusal
 from services.policy.judging import judge, judge_all
@@ -38,6 +39,7 @@ from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, Appro
 from shared.contracts.cancellations import RunCancellation
 from shared.contracts.authorizations import PolicyReason
 from shared.contracts.compensations import CompensationProposal
+from shared.contracts.withdrawals import CallWithdrawal
 from shared.contracts.intake import Intent
 from shared.db.unit_of_work import UnitOfWork
 from shared.errors import PermanentError
@@ -167,6 +169,25 @@ class PolicyHandler:
             if decision.effect == "require_approval":
                 return  # the quorum is not reached yet
             verdict = verdict_of(stored.decision_id, decision, request, usage, self._key)
+        await repo.conclude(conn, stored, verdict)
+        announce(uow, self._topic, stored.intent, verdict, envelope)
+
+    async def on_withdrawal(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
+        """Deny the call ``call_withdrawn`` if its own proposer withdraws it while it waits;
+        otherwise record why not and change nothing."""
+        withdrawal = parse(envelope, CallWithdrawal)
+        conn, now = uow.connection, datetime.now(UTC)
+        stored = await repo.decision_for_update(conn, withdrawal.logical_call_id)
+        refused = withdrawals.refusal(envelope.record_value, envelope.signatures,
+                                      self._principals.current, withdrawal, stored)
+        await withdrawals.record(conn, envelope.event_id, withdrawal, refused)
+        if refused is not None:
+            log.info("withdrawal %s of %s naming %s refused: %s", envelope.event_id,
+                     withdrawal.logical_call_id, withdrawal.principal_id, refused)
+            return
+        verdict = denial(stored.decision_id, stored.policy_version, stored.rule,
+                         PolicyReason.CALL_WITHDRAWN, withdrawals.withdrawn_by(withdrawal), now,
+                         stored.inputs)
         await repo.conclude(conn, stored, verdict)
         announce(uow, self._topic, stored.intent, verdict, envelope)
 

@@ -122,3 +122,4 @@ class PolicyReason(StrEnum):
     APPROVER_ALREADY_COUNTED = "approver_already_counted"
     NO_APPROVERS_FOR_TOOL = "no_approvers_for_tool"
     RUN_CANCELLED = "run_cancelled"
+    CALL_WITHDRAWN = "call_withdrawn"

@@ -30,7 +30,7 @@ from intentledger_client.signing import (AGENT_CLAIM, ALGORITHMS, APPROVAL, CANC
                                          MAX_LIFETIME_S, PERSON_CLAIM, PROPOSAL, REGISTRY, RESOLUTION,
                                          SIGNING_KEY_ENV, SIGNING_KEY_FILE_ENV, SigningKey,
                                          load_signing_key, parse_signing_key, sign,
-                                         signing_key_from_env, typ)
+                                         WITHDRAWAL, signing_key_from_env, typ)
 from joserfc import jws
 from joserfc.errors import JoseError, SecurityWarning
 from joserfc.jwk import ECKey, OKPKey
@@ -41,8 +41,8 @@ __all__ = ["AGENT_CLAIM", "ALGORITHMS", "APPROVAL", "CANCELLATION", "CLOCK_SKEW_
            "MAX_LIFETIME_S",
            "PERSON_CLAIM", "PROPOSAL", "PROPOSES_FOR_OTHERS", "PUBLISHES_FOR_PEOPLE", "RESOLUTION",
            "SIGNING_KEY_ENV", "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy",
-           "SigningKey", "generate_signing_key", "load_signing_key", "parse_signing_key", "save_signing_key",
-           "sign", "signing_key_from_env", "verify"]
+           "SigningKey", "WITHDRAWAL", "generate_signing_key", "load_signing_key",
+           "parse_signing_key", "save_signing_key", "sign", "signing_key_from_env", "verify"]
 
 CLOCK_SKEW_S = 30
 """How far a signer's clock may be from the verifier's, either way."""

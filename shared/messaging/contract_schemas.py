@@ -28,6 +28,7 @@ from shared.contracts.effect_requests import (EFFECT_LOOKUP_REQUESTED, EFFECT_RE
 from shared.contracts.dispatch import DISPATCH_EVENTS, CallEvent
 from shared.contracts.resolutions import RESOLUTION_REQUESTED, Resolution
 from shared.contracts.cancellations import RUN_CANCELLATION_REQUESTED, RunCancellation
+from shared.contracts.withdrawals import CALL_WITHDRAWAL_REQUESTED, CallWithdrawal
 from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
 from shared.contracts.results import (TOOL_CALL_AWAITING_APPROVAL, TOOL_CALL_SETTLED,
@@ -87,14 +88,19 @@ def ledger_intake_schema() -> dict[str, Any]:
 
 
 def approvals_schema() -> dict[str, Any]:
-    """Inbound from operators: a decision whose kind agrees with its event type."""
+    """Inbound from operators: a decision whose kind agrees with its event type; from agents
+    (through the MCP gateway): the withdrawal of a call awaiting approval."""
     decisions = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
-    return _enveloped(LEDGER_APPROVALS, "A person's decision on a call that needs approval.",
-                      [ApprovalDecision], [_payload_is("ApprovalDecision"), *(
+    return _enveloped(LEDGER_APPROVALS, "A person's decision on a call that needs approval, or "
+                                        "the withdrawal of such a call by its own agent.",
+                      [ApprovalDecision, CallWithdrawal],
+                      [{"if": _event_type_is(CALL_WITHDRAWAL_REQUESTED),
+                        "then": _payload_is("CallWithdrawal"),
+                        "else": _payload_is("ApprovalDecision")}, *(
                           {"if": _event_type_is(kind), "then": {"properties": {"payload": {
                               "properties": {"decision": {"const": decision}}}}}}
                           for kind, decision in decisions.items())],
-                      event_types=list(decisions))
+                      event_types=[*decisions, CALL_WITHDRAWAL_REQUESTED])
 
 
 def resolutions_schema() -> dict[str, Any]:

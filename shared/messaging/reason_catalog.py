@@ -145,6 +145,8 @@ _POLICY_REASON = {
     "no_approvers_for_tool": "the tool requires approval (the registry says so, e.g. irreversible "
                              "tools) but the matching rule names no approvers",
     "run_cancelled": _RUN_CANCELLED,
+    "call_withdrawn": "the agent that proposed the call withdrew it while it awaited approval "
+                      "(an MCP client's tasks/cancel): nothing was dispatched",
 }
 
 

@@ -68,6 +68,7 @@ async def running_gateway(stage: Stage, *, wait_s: float = 20) -> AsyncIterator[
         tokens_file=stage.folder / "tokens.json", principals_file=local().principals_file,
         tools_file=stage.tools_file, policy_file=stage.policy_file,
         signing_key_file=local().key_file("mcp-gateway"), proposals_topic=stage.proposals,
+        approvals_topic=stage.approvals,
         results_family=stage.results, wait_s=wait_s)
     stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
     served = asyncio.create_task(run_mcp_gateway(

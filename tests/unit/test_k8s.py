@@ -477,6 +477,7 @@ def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
         "nobody else reads any tenant's answers (the gateway reads them for its callers)"
     assert acls(users["intentledger-mcp-gateway"]) == {
         ("topic", _intake.proposals_topic): {"Write", "Describe"},
+        ("topic", topology.LEDGER_APPROVALS): {"Write", "Describe"},  # withdrawals only
         ("topic", f"{topology.AGENT_RESULTS}.*"): {"Read", "Describe"}}
 
 

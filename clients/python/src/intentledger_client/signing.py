@@ -38,8 +38,8 @@ _CLAIMS[PERSON_CLAIM] = HeaderParameter("the person the signer publishes for", "
 _CLAIMS[AGENT_CLAIM] = HeaderParameter("the principal the signer proposes as", "str")
 REGISTRY = jws.JWSRegistry(header_registry=_CLAIMS, algorithms=list(ALGORITHMS))
 SigningKey = OKPKey | ECKey
-PROPOSAL, APPROVAL, RESOLUTION, CANCELLATION = ("proposal", "approval", "resolution",
-                                                "cancellation")
+PROPOSAL, APPROVAL, RESOLUTION, CANCELLATION, WITHDRAWAL = (
+    "proposal", "approval", "resolution", "cancellation", "withdrawal")
 """What a signed record is (its ``typ``, ``intentledger-<use>+jws``, RFC 8725 §3.11)."""
 SIGNING_KEY_ENV = "INTENTLEDGER_SIGNING_KEY"
 SIGNING_KEY_FILE_ENV = "INTENTLEDGER_SIGNING_KEY_FILE"

@@ -1,0 +1,81 @@
+"""Who may withdraw a call awaiting approval: its own proposer, itself or through a gateway that
+proposes for it, with a signature made for a withdrawal, for the call's tenant, while the call
+still waits. Every other withdrawal is refused with its reason (no PostgreSQL: the stored
+decision is built here)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from services.policy.repository import StoredDecision
+from services.policy.withdrawals import (CALL_UNKNOWN, NOT_AWAITING_APPROVAL, NOT_THE_PROPOSER,
+                                         refusal)
+from shared.contracts.withdrawals import CallWithdrawal
+from shared.identity.signatures import APPROVAL, PROPOSAL, WITHDRAWAL, sign
+from tests.unit.identity.test_delegation import KEYS, PRINCIPALS
+from tests.unit.policy.builders import debit
+
+INTENT = debit(principal="agent-7")
+WAITING = StoredDecision(uuid.uuid4(), 1, "awaiting_approval", "v1", "big-debits", INTENT, None,
+                         None, None, {})
+
+
+def withdrawal(names: str = "agent-7", tenant: str = "acme") -> CallWithdrawal:
+    return CallWithdrawal(tenant_id=tenant, run_id=INTENT.run_id,
+                          logical_call_id=INTENT.logical_call_id, principal_id=names,
+                          reason="changed my mind", decided_at=datetime.now(UTC))
+
+
+def checked(record: CallWithdrawal, signer: str = "agent-7", *, signed_for: str = "acme",
+            use: str = WITHDRAWAL, stored: StoredDecision | None = WAITING,
+            signatures: int = 1, **claims) -> str | None:
+    value = record.model_dump_json().encode()
+    token = sign(value, KEYS[signer], principal_id=signer, tenant_id=signed_for, use=use,
+                 **claims).encode()
+    return refusal(value, (token,) * signatures, PRINCIPALS, record, stored)
+
+
+def test_the_calls_own_agent_withdraws_it_itself_or_through_its_gateway():
+    assert checked(withdrawal()) is None
+    assert checked(withdrawal(), "mcp-gateway", agent="agent-7") is None
+    assert checked(withdrawal(), "mcp-gateway", agent="agent-7", person="finance:a") is None
+
+
+@pytest.mark.parametrize(("record", "options", "code"), [
+    (withdrawal("mallory"), {"signer": "mallory"}, NOT_THE_PROPOSER),
+    (withdrawal(), {"signer": "mallory"}, "signature_principal_mismatch"),
+    (withdrawal(), {"signer": "mallory", "agent": "agent-7"}, "signer_not_proposer_for_others"),
+    (withdrawal(), {"signer": "console", "agent": "agent-7"}, "signer_not_proposer_for_others"),
+    (withdrawal(), {"use": PROPOSAL}, "signature_for_another_use"),
+    (withdrawal(), {"use": APPROVAL}, "signature_for_another_use"),
+    (withdrawal(), {"signed_for": "globex"}, "tenant_not_allowed_for_principal"),
+    (withdrawal("mallory"), {"signer": "mcp-gateway", "agent": "mallory", "signed_for": "globex"},
+     "signature_tenant_mismatch"),
+    (withdrawal(), {"signatures": 2}, "signature_malformed"),
+    (withdrawal("globex-agent", "globex"), {"signer": "globex-agent", "signed_for": "globex"},
+     CALL_UNKNOWN),
+    (withdrawal(), {"stored": None}, CALL_UNKNOWN),
+    (withdrawal(), {"stored": replace(WAITING, outcome="allowed")}, NOT_AWAITING_APPROVAL),
+    (withdrawal(), {"stored": replace(WAITING, outcome="denied")}, NOT_AWAITING_APPROVAL),
+])
+def test_anyone_else_or_too_late_is_refused_with_the_reason(record, options, code):
+    assert checked(record, **options) == code
+
+
+def test_an_expired_signature_is_refused():
+    record = withdrawal()
+    value = record.model_dump_json().encode()
+    token = sign(value, KEYS["agent-7"], principal_id="agent-7", tenant_id="acme",
+                 use=WITHDRAWAL, now=datetime.now(UTC) - timedelta(minutes=10))
+    assert refusal(value, (token.encode(),), PRINCIPALS, record, WAITING) == "signature_expired"
+
+
+def test_a_signature_over_other_bytes_is_refused():
+    record = withdrawal()
+    token = sign(b"{}", KEYS["agent-7"], principal_id="agent-7", tenant_id="acme", use=WITHDRAWAL)
+    assert refusal(record.model_dump_json().encode(), (token.encode(),), PRINCIPALS, record,
+                   WAITING) == "signature_invalid"

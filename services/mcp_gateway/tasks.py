@@ -10,11 +10,14 @@ The task id is the call's handle, encoded: nothing is stored, so any replica ans
 task and a task is known as soon as its id is returned. It is honoured for the caller's own
 tenant only, whose answers its client may read anyway.
 
-``tasks/cancel`` withdraws a call that awaits approval (``withdrawals.py``): once the policy has
-denied it ``call_withdrawn`` the task is ``cancelled``, and nothing was dispatched. A call
-already under way cannot be cancelled (its effect may be happening: it settles with its true
-outcome), nor can a completed one; both are refused with why. The 2025-11-25 form of tasks
-(``params.task``) is not offered; such clients get the pending result and its handle.
+``tasks/cancel`` is acknowledged for every task of the caller, as the extension requires
+(cancelling is cooperative), and withdraws the call if it awaits approval
+(``withdrawals.py``): once the policy has denied it ``call_withdrawn`` the task is
+``cancelled``, and nothing was dispatched. A call already under way is not withdrawn (its effect
+may be happening: it settles with its true outcome), nor is a completed one; the
+acknowledgement's ``_meta`` says which. The 2025-11-25 form of tasks (``params.task``) is not
+offered: the SDK's server checks a ``tools/call`` result on a 2025-11-25 connection against
+``CallToolResult`` alone, so such clients get the pending result and its handle.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ POLL_MS = 1000
 TTL_MS = 24 * 3600 * 1000
 WITHDRAWN = "call_withdrawn"
 CANCELLED_BY_CLIENT = "cancelled by the MCP client (tasks/cancel)"
+CANCEL_META = "io.intentledger/cancel"
+"""Where a ``tasks/cancel`` acknowledgement says what came of it: ``withdrawn``, and if not,
+a ``reason_code`` (one of the three below) and a ``message``."""
+TASK_ENDED, CALL_UNDER_WAY, WITHDRAWAL_PENDING = (
+    "task_ended", "call_under_way", "withdrawal_not_applied_yet")
 
 
 def wanted(meta: Mapping[str, Any] | None) -> bool:
@@ -69,28 +77,29 @@ class Tasks:
         return polled
 
     async def cancel(self, caller: Caller, task: str) -> dict[str, Any]:
-        """Withdraw the task's call if it awaits approval, and answer once the policy has
-        denied it (``cancelled``); refuse, saying why, when it cannot be. The call's latest
-        state is read, including the one the task was created in (its id's handle waits for
-        later ones); a call read in flight is waited for: it may come to await approval."""
+        """Acknowledge, as the extension requires for any known task (cancelling is
+        cooperative), and withdraw the task's call if it awaits approval, answering once the
+        policy has denied it; ``_meta`` says whether the call was withdrawn, and why not. The
+        call's latest state is read, including the one the task was created in (its id's
+        handle waits for later ones); a call read in flight is waited for: it may come to
+        await approval."""
         outcome = await self._now(caller, task, self._cancel_wait_s, latest=True)
         if outcome.status not in results.LATER:
-            raise MCPError(code=types.INVALID_PARAMS, message=(
-                f"the task is {_status(outcome)} already: it cannot be cancelled"))
+            return _acknowledged(TASK_ENDED, f"the task is {_status(outcome)} already")
         if outcome.status != "awaiting_approval":
-            raise MCPError(code=types.INVALID_REQUEST, message=(
+            return _acknowledged(CALL_UNDER_WAY, (
                 f"the call is {outcome.status} ({results.LATER[outcome.status]}): only a call "
                 "awaiting approval can be withdrawn; this one settles with its true outcome"))
         await self._withdrawer.withdraw(caller, outcome.handle, CANCELLED_BY_CLIENT)
         decided = await self._calls.fetch(caller, outcome.handle, self._cancel_wait_s)
         if _status(decided) == "cancelled":
-            return {"resultType": "complete", **_task(decided, task)}
+            return _acknowledged(None, "withdrawn: the task is cancelled")
         if decided.status in results.LATER:
-            raise MCPError(code=types.INTERNAL_ERROR, message=(
-                "the withdrawal is sent but not applied yet: poll the task for what it came to"))
-        raise MCPError(code=types.INVALID_REQUEST, message=(
+            return _acknowledged(WITHDRAWAL_PENDING, (
+                "the withdrawal is sent but not applied yet: the task shows what it comes to"))
+        return _acknowledged(TASK_ENDED, (
             f"the call was decided before its withdrawal: {decided.status} "
-            f"({decided.reason_code}); poll the task for its result"))
+            f"({decided.reason_code})"))
 
     async def _now(self, caller: Caller, task: str, wait_s: float | None = None, *,
                    latest: bool = False) -> Outcome:
@@ -117,6 +126,14 @@ def _task(outcome: Outcome, task: str) -> dict[str, Any]:
             "statusMessage": results.LATER.get(outcome.status, outcome.status),
             "createdAt": _created(outcome.handle) or now.isoformat(),
             "lastUpdatedAt": now.isoformat(), "ttlMs": TTL_MS, "pollIntervalMs": POLL_MS}
+
+
+def _acknowledged(refused: str | None, message: str) -> dict[str, Any]:
+    """The extension's empty ``CancelTaskResult``, with what came of it in ``_meta``."""
+    came = {"withdrawn": refused is None, "message": message}
+    if refused is not None:
+        came["reason_code"] = refused
+    return {"resultType": "complete", "_meta": {CANCEL_META: came}}
 
 
 def _status(outcome: Outcome) -> str:

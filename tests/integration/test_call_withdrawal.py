@@ -9,9 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import mcp_types as types
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import run_for
@@ -22,7 +20,7 @@ from shared.operator.publish import publish
 from tests.integration.test_mcp_gateway_tasks import OVER_CAP, intake_answer
 from tests.support.identities import local
 from tests.support.kafka import wait_for
-from tests.support.mcp_gateway import (CreatedTask, PolledTask, Tasks, key_meta, mcp, poll,
+from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, key_meta, mcp, poll,
                                        running_gateway)
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
@@ -105,13 +103,12 @@ async def test_only_the_calls_own_agent_withdraws_it_and_the_task_is_then_cancel
         assert await decision(pool, intent) == ("awaiting_approval", None)
         assert (await poll(client.session, task.task_id)).status == "working"
 
-        cancelled = await client.session.send_request(types.CancelTaskRequest(
-            params=types.CancelTaskRequestParams(task_id=task.task_id)), PolledTask)
-        assert (cancelled.task_id, cancelled.status) == (task.task_id, "cancelled")
+        assert await cancel(client.session, task.task_id) == {
+            "withdrawn": True, "message": "withdrawn: the task is cancelled"}
         assert (await poll(client.session, task.task_id)).status == "cancelled"
-        with pytest.raises(MCPError, match="cancelled already: it cannot be cancelled"):
-            await client.session.send_request(types.CancelTaskRequest(
-                params=types.CancelTaskRequestParams(task_id=task.task_id)), CreatedTask)
+        again = await cancel(client.session, task.task_id)
+        assert (again["withdrawn"], again["reason_code"]) == (False, "task_ended"), again
+        assert "cancelled already" in again["message"]
 
         approval = await approve(stage, intent, "finance:a")  # too late: nothing is waiting
         refused = await wait_for(lambda: pool.fetchval(
@@ -140,8 +137,8 @@ async def test_a_withdrawal_after_the_approval_changes_nothing(gateway, stage, p
         assert await wait_for(lambda: debits(pool, wallet_id), timeout=90) == 1
         late = await withdraw(stage, intent, names=gateway.payer, signer=gateway.payer)
         assert (await recorded(pool, [late]))[late] == ("refused", "call_not_awaiting_approval")
-        with pytest.raises(MCPError, match="completed already: it cannot be cancelled"):
-            await client.session.send_request(types.CancelTaskRequest(
-                params=types.CancelTaskRequestParams(task_id=task.task_id)), CreatedTask)
+        late_cancel = await cancel(client.session, task.task_id)
+        assert (late_cancel["withdrawn"], late_cancel["reason_code"]) == (False, "task_ended")
+        assert "completed already" in late_cancel["message"]
     assert await decision(pool, intent) == ("allowed", None)
     assert await debits(pool, wallet_id) == 1

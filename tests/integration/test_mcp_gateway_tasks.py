@@ -10,7 +10,6 @@ import asyncio
 import json
 import uuid
 
-import mcp_types as types
 import pytest
 from intentledger_client import Handle
 from mcp.shared.exceptions import MCPError
@@ -18,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.tasks import task_id
-from tests.support.mcp_gateway import (CreatedTask, Tasks, key_meta, mcp, poll, running_gateway,
-                                       until_done)
+from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, key_meta, mcp, poll,
+                                       running_gateway, until_done)
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.kafka import wait_for
@@ -66,9 +65,8 @@ async def test_a_call_awaiting_approval_is_a_task_completed_once_a_person_approv
         intent = await intake_answer(pool, stage, run_for(Caller(gateway.payer, "acme"), key))
         await approve(stage, intent, "finance:a")
         done = await until_done(client.session, task.task_id)
-        with pytest.raises(MCPError, match="cannot be cancelled"):
-            await client.session.send_request(types.CancelTaskRequest(
-                params=types.CancelTaskRequestParams(task_id=task.task_id)), CreatedTask)
+        late = await cancel(client.session, task.task_id)
+        assert (late["withdrawn"], late["reason_code"]) == (False, "task_ended")
     assert not done.is_error and done.structured_content["balance_minor"] == 2_000
     assert await debits(pool, wallet_id) == 1
 

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from services.mcp_gateway.main import run_mcp_gateway
 from services.mcp_gateway.settings import OPERATION_KEY_META, GatewaySettings
-from services.mcp_gateway.tasks import EXTENSION
+from services.mcp_gateway.tasks import CANCEL_META, EXTENSION
 from shared.config import Settings
 from tests.support.dispatch import Stage
 from tests.support.agents import policy
@@ -118,6 +118,19 @@ class PolledTask(types.Result):
 async def poll(session, task_id: str) -> PolledTask:
     return await session.send_request(
         types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), PolledTask)
+
+
+class Acknowledged(types.Result):
+    result_type: str
+
+
+async def cancel(session, task_id: str) -> dict[str, Any]:
+    """``tasks/cancel``: the acknowledgement's account of what came of it (``_meta``)."""
+    acknowledged = await session.send_request(
+        types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+        Acknowledged)
+    assert acknowledged.result_type == "complete", acknowledged
+    return (acknowledged.meta or {})[CANCEL_META]
 
 
 async def until_done(session, task_id: str, timeout: float = 90) -> types.CallToolResult:

@@ -1,5 +1,6 @@
 """The MCP server: ``tools/list``, ``tools/call`` and the tasks of calls that outlast it
-(``tasks``), for the authenticated caller.
+(``tasks``), and the status notifications of those tasks (``task_notifications``), for the
+authenticated caller.
 
 Built on the SDK's low-level ``Server``, whose handlers are asked per request: the list is
 computed for each caller from the registry and the policy in force (both re-read on edit).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -20,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway import catalog, results, tasks
 from services.mcp_gateway.callers import Caller, CallerToken
 from services.mcp_gateway.calls import Calls
+from services.mcp_gateway.task_notifications import TaskNotifications
 from services.mcp_gateway.withdrawals import Withdrawer
 from shared.policy.document import Policy
 from shared.tools import ToolRegistry
@@ -73,11 +76,28 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
     async def cancel_task(ctx: ServerRequestContext, params: types.CancelTaskRequestParams):
         return await later.cancel(_caller(), params.task_id)
 
-    later = tasks.Tasks(calls, withdrawer)
-    server = Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
-                    on_list_tools=list_tools, on_call_tool=call_tool,
-                    get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
+    async def listen(ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams):
+        return await notifications.listen(ctx, _caller(), params)
+
+    later, notifications = tasks.Tasks(calls, withdrawer), TaskNotifications(calls)
+    server = _Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
+                     on_list_tools=list_tools, on_call_tool=call_tool,
+                     get_tool_input_schema=lambda name: catalog.input_schema(registry, name))
     server.extensions[tasks.EXTENSION] = {}
     server.add_request_handler("tasks/get", types.GetTaskRequestParams, get_task)
     server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel_task)
+    server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams,
+                               listen)
     return server
+
+
+class _Server(Server):
+    """Announces no list changes: the SDK derives ``listChanged`` from a served
+    ``subscriptions/listen``, which the gateway serves for task notifications only (its tool
+    list is per caller and computed per request)."""
+
+    def get_capabilities(self, *args: Any, **options: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **options)
+        if capabilities.tools is None:
+            return capabilities
+        return capabilities.model_copy(update={"tools": types.ToolsCapability(list_changed=False)})

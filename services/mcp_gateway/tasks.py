@@ -15,7 +15,8 @@ tenant only, whose answers its client may read anyway.
 (``withdrawals.py``): once the policy has denied it ``call_withdrawn`` the task is
 ``cancelled``, and nothing was dispatched. A call already under way is not withdrawn (its effect
 may be happening: it settles with its true outcome), nor is a completed one; the
-acknowledgement's ``_meta`` says which. The 2025-11-25 form of tasks (``params.task``) is not
+acknowledgement's ``_meta`` says which. Status changes are also pushed to a client that
+listens for them (``task_notifications``). The 2025-11-25 form of tasks (``params.task``) is not
 offered: the SDK's server checks a ``tools/call`` result on a 2025-11-25 connection against
 ``CallToolResult`` alone, so such clients get the pending result and its handle.
 """
@@ -30,11 +31,10 @@ from typing import Any
 import mcp_types as types
 from intentledger_client import Handle, Outcome
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
 from services.mcp_gateway import results
 from services.mcp_gateway.callers import Caller
-from services.mcp_gateway.calls import Calls, NotTheCallers
+from services.mcp_gateway.calls import Calls
 from services.mcp_gateway.withdrawals import Withdrawer
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -69,12 +69,7 @@ class Tasks:
     async def get(self, caller: Caller, task: str) -> dict[str, Any]:
         """The task as it is now, under the id it was asked by (the call's handle moves on as
         its states are read; the task's id stays the one the client holds)."""
-        outcome = await self._now(caller, task)
-        polled = {"resultType": "complete", **_task(outcome, task)}
-        if outcome.status not in results.LATER:
-            polled["result"] = results.answer(outcome).model_dump(by_alias=True, mode="json",
-                                                                  exclude_none=True)
-        return polled
+        return {"resultType": "complete", **detailed(await self._now(caller, task), task)}
 
     async def cancel(self, caller: Caller, task: str) -> dict[str, Any]:
         """Acknowledge, as the extension requires for any known task (cancelling is
@@ -104,19 +99,31 @@ class Tasks:
     async def _now(self, caller: Caller, task: str, wait_s: float | None = None, *,
                    latest: bool = False) -> Outcome:
         try:
-            handle = _handle(task)
+            handle = handle_of(task)
             if latest:
                 handle = handle.model_copy(update={"settled_after": -1})
             return await self._calls.fetch(caller, handle, wait_s or self._poll_wait_s)
-        except (ValueError, ValidationError, NotTheCallers):  # NotTheCallers is a ValueError
+        except ValueError:  # as pydantic's, base64's and NotTheCallers are
             raise MCPError(code=types.INVALID_PARAMS, message="unknown task") from None
+
+
+def detailed(outcome: Outcome, task: str) -> dict[str, Any]:
+    """The extension's ``DetailedTask``: the task, with its result once it has one (what
+    ``tasks/get`` answers and a ``notifications/tasks`` carries)."""
+    shown = _task(outcome, task)
+    if outcome.status not in results.LATER:
+        shown["result"] = results.answer(outcome).model_dump(by_alias=True, mode="json",
+                                                             exclude_none=True)
+    return shown
 
 
 def task_id(handle: Handle) -> str:
     return base64.urlsafe_b64encode(handle.model_dump_json().encode()).decode().rstrip("=")
 
 
-def _handle(task: str) -> Handle:
+def handle_of(task: str) -> Handle:
+    """The call's handle a task id carries; raises ``ValueError`` (pydantic's and base64's
+    errors are ones) for anything else."""
     return Handle.model_validate_json(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
 
 

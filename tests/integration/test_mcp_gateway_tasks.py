@@ -10,6 +10,7 @@ import asyncio
 import json
 import uuid
 
+import mcp_types as types
 import pytest
 from intentledger_client import Handle
 from mcp.shared.exceptions import MCPError
@@ -17,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.tasks import task_id
-from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, key_meta, mcp, poll,
+from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, key_meta, listen, mcp, poll,
                                        running_gateway, until_done)
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
@@ -101,3 +102,52 @@ async def test_a_task_of_another_tenant_or_a_forged_id_is_unknown(gateway, stage
             with pytest.raises(MCPError) as unknown:
                 await poll(client.session, forged)
             assert unknown.value.message == "unknown task"
+        assert await cancel_unknown(client.session, task_id(globex))
+    async with mcp(gateway, gateway.tokens[gateway.payer]) as undeclared:
+        with pytest.raises(MCPError) as refused:
+            await listen(undeclared.session, [task_id(globex)])
+    assert refused.value.code == -32003, "task notifications need the extension declared"
+
+
+async def cancel_unknown(session, task: str) -> bool:
+    with pytest.raises(MCPError) as unknown:
+        await cancel(session, task)
+    return unknown.value.message == "unknown task"
+
+
+async def test_a_listening_client_is_told_each_status_of_its_task_until_it_completes(
+        gateway, stage, pool):
+    """``subscriptions/listen`` with task ids: the acknowledgement names only the caller's own
+    tasks, a frame comes with the current state and each change, and the stream ends once the
+    task is terminal; the last frame carries the result, so no poll is needed."""
+    wallet_id = await new_wallet(pool, 10_000)
+    key = f"big-{uuid.uuid4().hex[:10]}"
+    debit = {"wallet_id": wallet_id, "amount": OVER_CAP, "currency": "EUR"}
+    globex = task_id(Handle(tenant_id="globex", run_id="run-1", call_id="call-1",
+                            proposal_id=uuid.uuid4(), partition=0))
+    frames, acks = [], []
+
+    async def acknowledged(message) -> None:
+        if isinstance(message, types.SubscriptionsAcknowledgedNotification):
+            acks.append(message.params.notifications.model_extra["taskIds"])
+
+    async with pipeline(stage), mcp(gateway, gateway.tokens[gateway.payer],
+                                    extensions=[Tasks(frames.append)],
+                                    message_handler=acknowledged) as client:
+        assert not client.server_capabilities.tools.list_changed, "nothing announces that"
+        task = await client.session.call_tool("wallet.debit", debit, meta=key_meta(key),
+                                               allow_claimed=True)
+        listening = asyncio.create_task(listen(client.session, [task.task_id, globex]))
+
+        async def first_frame():
+            return frames
+        assert await wait_for(first_frame, timeout=30), "no first frame"
+        assert not listening.done()
+        await approve(stage, await intake_answer(pool, stage, run_for(
+            Caller(gateway.payer, "acme"), key)), "finance:a")
+        await asyncio.wait_for(listening, 90)
+    assert acks == [[task.task_id]], "another tenant's task is not followed"
+    assert [(frame.task_id, frame.status) for frame in frames] == [
+        (task.task_id, "working"), (task.task_id, "completed")], frames
+    assert frames[-1].result["structuredContent"]["balance_minor"] == 2_000
+    assert await debits(pool, wallet_id) == 1

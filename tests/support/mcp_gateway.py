@@ -11,7 +11,7 @@ import json
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,9 +19,10 @@ from typing import Any, Literal
 import httpx2
 import mcp_types as types
 from joserfc import jwt
+from pydantic import ConfigDict
 from joserfc.jwk import ECKey
 from mcp import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 
 from services.mcp_gateway.main import run_mcp_gateway
@@ -142,12 +143,43 @@ async def until_done(session, task_id: str, timeout: float = 90) -> types.CallTo
     return types.CallToolResult.model_validate(polled.result, by_name=False)
 
 
+class TaskStatus(types.NotificationParams):
+    """A ``notifications/tasks`` frame: the ``DetailedTask``, as ``tasks/get`` answers it."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    status: str
+    status_message: str | None = None
+    result: dict[str, Any] | None = None
+
+
 class Tasks(ClientExtension):
-    """The client's side of the tasks extension: a task result is polled to its end."""
+    """The client's side of the tasks extension: a task result is polled to its end; the
+    status notifications of a ``subscriptions/listen`` stream go to ``notified``."""
 
     identifier = EXTENSION
+
+    def __init__(self, notified: Callable[[TaskStatus], None] | None = None) -> None:
+        self._notified = notified
 
     def claims(self) -> list[ResultClaim]:
         async def resolve(created: CreatedTask, context: ClaimContext) -> types.CallToolResult:
             return await until_done(context.session, created.task_id)
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=resolve)]
+
+    def notifications(self) -> list[NotificationBinding]:
+        if self._notified is None:
+            return []
+
+        async def notified(status: TaskStatus) -> None:
+            self._notified(status)
+        return [NotificationBinding(method="notifications/tasks", params_type=TaskStatus,
+                                    handler=notified)]
+
+
+async def listen(session, task_ids: list[str]) -> types.SubscriptionsListenResult:
+    """A ``subscriptions/listen`` for the status of ``task_ids``; answered when it ends."""
+    return await session.send_request(types.SubscriptionsListenRequest(
+        params=types.SubscriptionsListenRequestParams(
+            notifications=types.SubscriptionFilter(taskIds=task_ids))),
+        types.SubscriptionsListenResult)

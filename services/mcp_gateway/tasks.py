@@ -36,11 +36,11 @@ from services.mcp_gateway import results
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import Calls
 from services.mcp_gateway.withdrawals import Withdrawer
+from shared.contracts.authorizations import PolicyReason
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_MS = 1000
 TTL_MS = 24 * 3600 * 1000
-WITHDRAWN = "call_withdrawn"
 CANCELLED_BY_CLIENT = "cancelled by the MCP client (tasks/cancel)"
 CANCEL_META = "io.intentledger/cancel"
 """Where a ``tasks/cancel`` acknowledgement says what came of it: ``withdrawn``, and if not,
@@ -149,7 +149,7 @@ def _status(outcome: Outcome) -> str:
     task)."""
     if outcome.status in results.LATER:
         return "working"
-    if outcome.status == "denied" and outcome.reason_code == WITHDRAWN:
+    if outcome.status == "denied" and outcome.reason_code == PolicyReason.CALL_WITHDRAWN:
         return "cancelled"
     return "completed"
 

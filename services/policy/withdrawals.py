@@ -23,7 +23,8 @@ from shared.identity.principals import Principals
 from shared.identity.signatures import HEADER, WITHDRAWAL, IdentityReason, SignatureRefused, verify
 
 CALL_UNKNOWN = "call_unknown"
-"""No call of the withdrawal's tenant has that id: to its sender, the same as another tenant's."""
+"""No call of the withdrawal's tenant and run has that id: to its sender, the same as another
+tenant's."""
 NOT_THE_PROPOSER = "not_the_proposer"
 NOT_AWAITING_APPROVAL = "call_not_awaiting_approval"
 
@@ -44,7 +45,8 @@ def refusal(value: bytes, signatures: Sequence[bytes], principals: Principals,
         return refused.code
     if proposer.principal_id != withdrawal.principal_id:
         return IdentityReason.SIGNATURE_PRINCIPAL_MISMATCH
-    if stored is None or stored.intent.tenant_id != withdrawal.tenant_id:
+    if stored is None or (stored.intent.tenant_id, stored.intent.run_id) != (
+            withdrawal.tenant_id, withdrawal.run_id):
         return CALL_UNKNOWN
     if stored.intent.principal_id != proposer.principal_id:
         return NOT_THE_PROPOSER

@@ -24,8 +24,9 @@ WAITING = StoredDecision(uuid.uuid4(), 1, "awaiting_approval", "v1", "big-debits
                          None, None, {})
 
 
-def withdrawal(names: str = "agent-7", tenant: str = "acme") -> CallWithdrawal:
-    return CallWithdrawal(tenant_id=tenant, run_id=INTENT.run_id,
+def withdrawal(names: str = "agent-7", tenant: str = "acme",
+               run: str = INTENT.run_id) -> CallWithdrawal:
+    return CallWithdrawal(tenant_id=tenant, run_id=run,
                           logical_call_id=INTENT.logical_call_id, principal_id=names,
                           reason="changed my mind", decided_at=datetime.now(UTC))
 
@@ -59,6 +60,7 @@ def test_the_calls_own_agent_withdraws_it_itself_or_through_its_gateway():
     (withdrawal("globex-agent", "globex"), {"signer": "globex-agent", "signed_for": "globex"},
      CALL_UNKNOWN),
     (withdrawal(), {"stored": None}, CALL_UNKNOWN),
+    (withdrawal(run="another-run"), {}, CALL_UNKNOWN),
     (withdrawal(), {"stored": replace(WAITING, outcome="allowed")}, NOT_AWAITING_APPROVAL),
     (withdrawal(), {"stored": replace(WAITING, outcome="denied")}, NOT_AWAITING_APPROVAL),
 ])

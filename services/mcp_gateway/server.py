@@ -71,9 +71,11 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
         return results.answer(outcome)
 
     async def get_task(ctx: ServerRequestContext, params: types.GetTaskRequestParams):
+        tasks.required(params.meta)
         return await later.get(_caller(), params.task_id)
 
     async def cancel_task(ctx: ServerRequestContext, params: types.CancelTaskRequestParams):
+        tasks.required(params.meta)
         return await later.cancel(_caller(), params.task_id)
 
     async def listen(ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams):

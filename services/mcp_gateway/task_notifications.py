@@ -29,7 +29,6 @@ from services.mcp_gateway.calls import Calls
 TASK_IDS = "taskIds"
 MAX_TASKS = 100
 """Task ids one stream follows at most: each is a reader of its run's answers."""
-MISSING_CAPABILITY = -32003
 
 
 class _TaskStatus(BaseModel):
@@ -47,11 +46,11 @@ class TaskNotifications:
                      params: types.SubscriptionsListenRequestParams
                      ) -> types.SubscriptionsListenResult:
         requested = (params.notifications.model_extra or {}).get(TASK_IDS) or []
-        if requested and not tasks.wanted(params.meta):
-            raise MCPError(code=MISSING_CAPABILITY, message="Missing required client capability",
-                           data={"requiredCapabilities": {"extensions": {tasks.EXTENSION: {}}}})
-        followed = [task for task in dict.fromkeys(requested)
-                    if isinstance(task, str) and _callers(caller, task)][:MAX_TASKS]
+        if not isinstance(requested, list) or not all(isinstance(t, str) for t in requested):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"{TASK_IDS}: a list of task ids")
+        if requested:
+            tasks.required(params.meta)
+        followed = [task for task in dict.fromkeys(requested) if _callers(caller, task)][:MAX_TASKS]
         meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         await ctx.session.send_notification(types.SubscriptionsAcknowledgedNotification(
             params=types.SubscriptionsAcknowledgedNotificationParams(

@@ -39,6 +39,7 @@ from services.mcp_gateway.withdrawals import Withdrawer
 from shared.contracts.authorizations import PolicyReason
 
 EXTENSION = "io.modelcontextprotocol/tasks"
+MISSING_CAPABILITY = -32003
 POLL_MS = 1000
 TTL_MS = 24 * 3600 * 1000
 CANCELLED_BY_CLIENT = "cancelled by the MCP client (tasks/cancel)"
@@ -53,6 +54,14 @@ def wanted(meta: Mapping[str, Any] | None) -> bool:
     """The client declared the extension in this request's capabilities."""
     capabilities = (meta or {}).get(types.CLIENT_CAPABILITIES_META_KEY) or {}
     return isinstance(capabilities, Mapping) and EXTENSION in (capabilities.get("extensions") or {})
+
+
+def required(meta: Mapping[str, Any] | None) -> None:
+    """The extension's rule for its own methods (``tasks/*``, a listen for task ids): a client
+    that did not declare it is refused ``-32003``, naming what it lacks."""
+    if not wanted(meta):
+        raise MCPError(code=MISSING_CAPABILITY, message="Missing required client capability",
+                       data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
 
 
 def created(outcome: Outcome) -> dict[str, Any]:

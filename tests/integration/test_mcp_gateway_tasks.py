@@ -122,10 +122,16 @@ async def test_a_task_of_another_tenant_or_a_forged_id_is_unknown(gateway, stage
                 await poll(client.session, forged)
             assert unknown.value.message == "unknown task"
         assert await cancel_unknown(client.session, task_id(globex))
+        for malformed in ("not-a-list", [1, 2]):
+            with pytest.raises(MCPError) as refused:
+                await listen(client.session, malformed)
+            assert refused.value.code == types.INVALID_PARAMS, malformed
     async with mcp(gateway, gateway.tokens[gateway.payer]) as undeclared:
-        with pytest.raises(MCPError) as refused:
-            await listen(undeclared.session, [task_id(globex)])
-    assert refused.value.code == -32003, "task notifications need the extension declared"
+        for method in (listen, poll, cancel):
+            arguments = [task_id(globex)] if method is listen else task_id(globex)
+            with pytest.raises(MCPError) as refused:
+                await method(undeclared.session, arguments)
+            assert refused.value.code == -32003, f"{method.__name__} needs the extension declared"
 
 
 async def cancel_unknown(session, task: str) -> bool:

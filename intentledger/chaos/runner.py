@@ -37,7 +37,7 @@ from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
 from shared.config import Endpoints, Settings
 from shared.contracts.fault_protocol import (Approve, FaultProtocol, Forge, Inject, Outage,
-                                             Redeliver, Replica, Signal, Tamper, Trigger,
+                                             Redeliver, Signal, Tamper, Timed, Trigger,
                                              substitute)
 from shared.contracts.results import TOOL_CALL_SETTLED
 from shared.db.pool import open_pool
@@ -258,11 +258,11 @@ class Scenario:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
-    async def _timed(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper) -> None:
+    async def _timed(self, fault: Timed) -> None:
         await self._apply(fault)
         self.over[fault.id].set()
 
-    async def _apply(self, fault: Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper) -> None:
+    async def _apply(self, fault: Timed) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
         if isinstance(fault, Signal):

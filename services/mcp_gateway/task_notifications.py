@@ -64,7 +64,7 @@ class TaskNotifications:
     async def _follow(self, ctx: ServerRequestContext, caller: Caller, task: str,
                       meta: dict[str, Any]) -> None:
         """Send the task's state whenever its status changes, until it is terminal."""
-        handle, sent = tasks.handle_of(task).model_copy(update={"settled_after": -1}), None
+        handle, sent = tasks.from_first_state(task), None
         while True:
             try:
                 outcome = await self._calls.fetch(caller, handle, self._wait_s)

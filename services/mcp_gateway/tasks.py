@@ -108,9 +108,7 @@ class Tasks:
     async def _now(self, caller: Caller, task: str, wait_s: float | None = None, *,
                    latest: bool = False) -> Outcome:
         try:
-            handle = handle_of(task)
-            if latest:
-                handle = handle.model_copy(update={"settled_after": -1})
+            handle = from_first_state(task) if latest else handle_of(task)
             return await self._calls.fetch(caller, handle, wait_s or self._poll_wait_s)
         except ValueError:  # as pydantic's, base64's and NotTheCallers are
             raise MCPError(code=types.INVALID_PARAMS, message="unknown task") from None
@@ -134,6 +132,12 @@ def handle_of(task: str) -> Handle:
     """The call's handle a task id carries; raises ``ValueError`` (pydantic's and base64's
     errors are ones) for anything else."""
     return Handle.model_validate_json(base64.urlsafe_b64decode(task + "=" * (-len(task) % 4)))
+
+
+def from_first_state(task: str) -> Handle:
+    """The task's handle, reading its call's states from the first: the id's handle waits
+    only for states after the one the task was created in."""
+    return handle_of(task).model_copy(update={"settled_after": -1})
 
 
 def _task(outcome: Outcome, task: str) -> dict[str, Any]:

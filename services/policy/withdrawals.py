@@ -20,7 +20,8 @@ from services.policy.repository import SCHEMA, StoredDecision
 from shared.contracts.withdrawals import CallWithdrawal
 from shared.identity.delegation import proposer_of
 from shared.identity.principals import Principals
-from shared.identity.signatures import HEADER, WITHDRAWAL, IdentityReason, SignatureRefused, verify
+from shared.identity.signatures import (WITHDRAWAL, IdentityReason, SignatureRefused,
+                                        verify_record)
 
 CALL_UNKNOWN = "call_unknown"
 """No call of the withdrawal's tenant and run has that id: to its sender, the same as another
@@ -33,10 +34,7 @@ def refusal(value: bytes, signatures: Sequence[bytes], principals: Principals,
             withdrawal: CallWithdrawal, stored: StoredDecision | None) -> str | None:
     """Why the withdrawal does not count (a reason code), or None when it does."""
     try:
-        if len(signatures) > 1:
-            raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
-                                   f"{len(signatures)} {HEADER} headers, one expected")
-        signed = verify(value, signatures[0] if signatures else None, principals, use=WITHDRAWAL)
+        signed = verify_record(value, signatures, principals, use=WITHDRAWAL)
         if signed.tenant_id != withdrawal.tenant_id:
             raise SignatureRefused(IdentityReason.SIGNATURE_TENANT_MISMATCH,
                                    f"signed for tenant {signed.tenant_id!r}")

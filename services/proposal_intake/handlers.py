@@ -54,7 +54,7 @@ from shared.errors import PermanentError
 from shared.identity.delegation import Proposer, proposer_of
 from shared.identity.principals import PrincipalsWatcher
 from shared.identity.signatures import (HEADER, PROPOSAL as SIGNED_PROPOSAL, IdentityReason,
-                                        SignatureRefused, SignedBy, verify)
+                                        SignatureRefused, SignedBy, verify_record)
 from shared.runs import RunKey
 from shared.tools import Rejection, ToolRegistry
 
@@ -168,11 +168,8 @@ class Intake:
         those (whether its tenant does is known only once its calls are read)."""
         if not raw.signatures and self._settings.unsigned_tenants:
             return None
-        if len(raw.signatures) > 1:  # which one would count is anybody's guess: none does
-            raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
-                                   f"{len(raw.signatures)} {HEADER} headers, one expected")
-        return verify(raw.value, raw.signatures[0] if raw.signatures else None,
-                      self._principals.current, use=SIGNED_PROPOSAL)
+        return verify_record(raw.value, raw.signatures, self._principals.current,
+                             use=SIGNED_PROPOSAL)
 
     def _identity_refusal(self, signed: SignedBy | None, proposer: Proposer | None,
                           proposals: tuple[ToolCallProposal, ...]

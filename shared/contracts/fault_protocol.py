@@ -255,8 +255,10 @@ class Tamper(_Strict):
     when: Trigger = Trigger()
 
 
-Fault = Annotated[Inject | Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper,
-                  Field(discriminator="kind")]
+Timed = Signal | Outage | Redeliver | Replica | Forge | Approve | Tamper
+"""The faults the runner applies when their trigger comes (an ``Inject`` is armed in a service
+instead)."""
+Fault = Annotated[Inject | Timed, Field(discriminator="kind")]
 
 CALL_FACTS = ("outcome", "reason", "dispatch_reason", "state", "attempts", "sends", "lookups",
               "business_effects", "events", "result", "receipts", "settled",

@@ -16,8 +16,8 @@ from datetime import datetime
 
 from shared.identity.principals import Principal, Principals
 from shared.identity.records import SignedEnvelope
-from shared.identity.signatures import (HEADER, PUBLISHES_FOR_PEOPLE, IdentityReason,
-                                        SignatureRefused, verify)
+from shared.identity.signatures import (PUBLISHES_FOR_PEOPLE, IdentityReason, SignatureRefused,
+                                        verify_record)
 
 APPROVER, OPERATOR, COMPENSATOR = "approver", "operator", "compensator"
 """The roles an approval, a resolution and a compensation proposal need."""
@@ -28,10 +28,7 @@ def acting_principal(value: bytes, signatures: Sequence[bytes], principals: Prin
                      now: datetime | None = None) -> Principal:
     """The principal ``named`` once the record's one signature proves it acts, for
     ``tenant_id``, with ``role``; raises ``SignatureRefused`` with the reason otherwise."""
-    if len(signatures) > 1:  # which one would count is anybody's guess: none does
-        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
-                               f"{len(signatures)} {HEADER} headers, one expected")
-    signed = verify(value, signatures[0] if signatures else None, principals, use=use, now=now)
+    signed = verify_record(value, signatures, principals, use=use, now=now)
     if signed.tenant_id != tenant_id:
         raise SignatureRefused(IdentityReason.SIGNATURE_TENANT_MISMATCH,
                                f"signed for tenant {signed.tenant_id!r}, the call is {tenant_id!r}")

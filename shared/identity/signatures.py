@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -42,7 +43,7 @@ __all__ = ["AGENT_CLAIM", "ALGORITHMS", "APPROVAL", "CANCELLATION", "CLOCK_SKEW_
            "PERSON_CLAIM", "PROPOSAL", "PROPOSES_FOR_OTHERS", "PUBLISHES_FOR_PEOPLE", "RESOLUTION",
            "SIGNING_KEY_ENV", "SIGNING_KEY_FILE_ENV", "IdentityReason", "SignatureRefused", "SignedBy",
            "SigningKey", "WITHDRAWAL", "generate_signing_key", "load_signing_key",
-           "parse_signing_key", "save_signing_key", "sign", "signing_key_from_env", "verify"]
+           "parse_signing_key", "save_signing_key", "sign", "signing_key_from_env", "verify", "verify_record"]
 
 CLOCK_SKEW_S = 30
 """How far a signer's clock may be from the verifier's, either way."""
@@ -139,6 +140,17 @@ def verify(value: bytes, token: str | bytes | None, principals: Principals, *,
                                f"{principal.id} may not act for tenant {header['tenant']!r}")
     return SignedBy(principal.id, header["tenant"], public.kid, issued, expires,
                     header.get(PERSON_CLAIM), header.get(AGENT_CLAIM))
+
+
+def verify_record(value: bytes, signatures: Sequence[bytes], principals: Principals, *,
+                  use: str = PROPOSAL, now: datetime | None = None) -> SignedBy:
+    """``verify`` for a record by its ``intentledger-signature`` headers: none is a missing
+    signature, and two or more are malformed (which one would count is anybody's guess: none
+    does)."""
+    if len(signatures) > 1:
+        raise SignatureRefused(IdentityReason.SIGNATURE_MALFORMED,
+                               f"{len(signatures)} {HEADER} headers, one expected")
+    return verify(value, signatures[0] if signatures else None, principals, use=use, now=now)
 
 
 def _parsed(token: str | bytes, value: bytes) -> tuple[jws.CompactSignature, dict[str, Any]]:

@@ -159,18 +159,26 @@ Window = tuple[str, str, datetime]
 
 
 async def allowed_totals(conn: asyncpg.Connection, windows: list[Window]) -> list[list[AllowedTotal]]:
-    """For each window, what was allowed in it, by tool and currency; one statement."""
+    """For each window, what was allowed in it, by tool and currency; one statement.
+
+    The upper bound ``issued_at < 'infinity'`` is always true and is there for the planner:
+    a window's start comes from the array, so the planner cannot see it and guesses that a
+    third of the scope's decisions are newer; with two bounds it guesses a range (0.5%). On
+    the guess of a third, reading the whole table cost it about as much as the index, and
+    which one it chose depended on the table's bloat
+    (``tests/integration/test_policy_hot_queries.py``)."""
     rows = await conn.fetch(
         "SELECT w.n, d.tool_name, d.currency, count(*) AS calls,"
         " coalesce(sum(d.amount_minor), 0)::bigint AS amount"
         " FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS w(scope, id, since, n)"
         " CROSS JOIN LATERAL ("
         f"  SELECT tool_name, currency, amount_minor, inputs FROM {SCHEMA}.decisions"
-        "   WHERE w.scope = 'tenant' AND outcome = 'allowed' AND tenant_id = w.id AND issued_at > w.since"
+        "   WHERE w.scope = 'tenant' AND outcome = 'allowed' AND tenant_id = w.id"
+        "   AND issued_at > w.since AND issued_at < 'infinity'"
         "  UNION ALL"
         f"  SELECT tool_name, currency, amount_minor, inputs FROM {SCHEMA}.decisions"
         "   WHERE w.scope <> 'tenant' AND outcome = 'allowed' AND principal_id = w.id"
-        "   AND issued_at > w.since) AS d"
+        "   AND issued_at > w.since AND issued_at < 'infinity') AS d"
         " WHERE d.inputs->'intent'->>'compensates' IS NULL"  # giving back uses up no limit
         " GROUP BY w.n, d.tool_name, d.currency",
         [w[0] for w in windows], [w[1] for w in windows], [w[2] for w in windows])

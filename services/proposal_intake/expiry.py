@@ -45,12 +45,15 @@ async def expire_keys(conn: asyncpg.Connection, retention: Mapping[str, int],
     """Reduce up to ``limit`` records past their retention to tombstones; how many per tool.
     Rows another transaction holds are skipped, not waited for. A key already tombstoned (only
     a record written around the intake's guard could be) keeps its first tombstone rather than
-    wedging every later batch on it."""
+    wedging every later batch on it. Each tool's records are read oldest first through its
+    (tool, age) index, so a sweep that finds nothing due reads next to nothing: as a plain join
+    the planner read the whole table, every sweep, however little was due."""
     rows = await conn.fetch(
         f"WITH tools AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS t(tool_name, seconds)),"
-        f" old AS (SELECT c.logical_call_id FROM {SCHEMA}.logical_calls c JOIN tools t"
-        " USING (tool_name) WHERE c.created_at < now() - make_interval(secs => t.seconds)"
-        " LIMIT $3 FOR UPDATE OF c SKIP LOCKED),"
+        " old AS (SELECT o.logical_call_id FROM tools t CROSS JOIN LATERAL ("
+        f"  SELECT c.logical_call_id FROM {SCHEMA}.logical_calls c WHERE c.tool_name = t.tool_name"
+        "   AND c.created_at < now() - make_interval(secs => t.seconds) ORDER BY c.created_at"
+        "   LIMIT $3 FOR UPDATE OF c SKIP LOCKED) AS o LIMIT $3),"
         f" gone AS (DELETE FROM {SCHEMA}.logical_calls c USING old"
         " WHERE c.logical_call_id = old.logical_call_id RETURNING c.operation_key,"
         " c.logical_call_id, c.tenant_id, c.run_id, c.tool_name, c.created_at)"

@@ -19,7 +19,9 @@ a column is preloaded too; a copy that a new unique constraint refuses fails the
 
 from __future__ import annotations
 
+import asyncio
 import time
+from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from typing import Any
 
@@ -34,30 +36,40 @@ NOT_HISTORY = {"schema_migrations", "rate_buckets", "policy_versions", "health_s
 COPIES_PER_STATEMENT = 10
 """Copies inserted per statement: large enough to amortise a statement, small enough that one
 commit does not hold minutes of WAL."""
+WORKERS = 2
+"""Connections inserting copies at once: one per core of the 2-core machine the committed runs
+are measured on (the bench's pool holds four)."""
+SEED_SCHEMA = "history_seed"
+"""Where the seed's rows are set aside while they are copied (dropped after)."""
 STATEMENT_TIMEOUT_S = 1800.0
 """A copy's statement may take far longer than the pool's ``command_timeout`` (30 s)."""
 
-FUNCTIONS = ("""
-CREATE FUNCTION pg_temp.history_uuid(u uuid, k int) RETURNS uuid
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT (substr(u::text, 1, 14) || '7' || substr(h, 1, 3) || '-8' || substr(h, 4, 3) || '-'
-          || substr(h, 7, 12))::uuid
-  FROM md5(u::text || ':' || k) AS h
-$$""", """
-CREATE FUNCTION pg_temp.history_text(t text, nonce text, k int) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN t ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-              THEN pg_temp.history_uuid(t::uuid, k)::text
-              WHEN renamed ~ '[0-9a-f]{64}'
-              THEN regexp_replace(renamed, '[0-9a-f]{64}', encode(sha256(convert_to(
-                       substring(renamed FROM '[0-9a-f]{64}') || ':' || k, 'UTF8')), 'hex'))
-              ELSE renamed END
-  FROM replace(t, nonce, nonce || 'h' || k) AS renamed
-$$""")
-"""A copy's UUID (the same for the same UUID and copy, its UUIDv7 milliseconds kept) and text: a
-UUID as text renamed as a UUID, the nonce renamed, and a SHA-256 in hex (a key derived from an
-operation key, as the wallet keeps its idempotency keys) derived again per copy, the same way
-wherever it appears."""
+UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+DIGEST_PATTERN = "[0-9a-f]{64}"
+NONCE = "history_run.nonce"
+"""The run's nonce, in a copy's statement."""
+
+
+def renamed_uuid(value: str) -> str:
+    """SQL for copy ``k``'s UUID of ``value`` (a UUID): the same for the same UUID and copy, a
+    UUIDv7 with its milliseconds kept. Written out rather than called, so that it costs no
+    function call per value."""
+    digest = f"md5({value}::text || ':' || k)"
+    return (f"(substr({value}::text, 1, 14) || '7' || substr({digest}, 1, 3) || '-8' || "
+            f"substr({digest}, 4, 3) || '-' || substr({digest}, 7, 12))::uuid")
+
+
+def renamed_text(value: str) -> str:
+    """SQL for copy ``k``'s text of ``value``, whatever it holds: a UUID
+    as text renamed as a UUID, the nonce renamed, and a SHA-256 in hex (a key derived from an
+    operation key, as the wallet keeps its idempotency keys) derived again per copy, the same
+    way wherever it appears (``NONCE``: the run's nonce). A column whose seed holds only some
+    of these takes a cheaper form (``_renamed``)."""
+    renamed = f"replace({value}, {NONCE}, {NONCE} || 'h' || k)"
+    return (f"CASE WHEN {value} ~ '{UUID_PATTERN}' THEN {renamed_uuid(value)}::text"
+            f" WHEN {renamed} ~ '{DIGEST_PATTERN}' THEN regexp_replace({renamed}, '{DIGEST_PATTERN}',"
+            f" encode(sha256(convert_to(substring({renamed} FROM '{DIGEST_PATTERN}') || ':' || k,"
+            f" 'UTF8')), 'hex')) ELSE {renamed} END")
 
 
 async def seed_marker(pool: asyncpg.Pool) -> int:
@@ -69,26 +81,32 @@ async def copy_history(pool: asyncpg.Pool, names: RunNames, since_xid: int,
                        seed_proposals: int, proposals: int,
                        schemas: tuple[str, ...] = SCHEMAS) -> dict[str, Any]:
     """Copies the seed's rows until the ledger holds ``proposals`` settled proposals of
-    history; returns what was copied and how long it took."""
+    history; returns what was copied and how long it took.
+
+    The seed is set aside first (``SEED_SCHEMA``), then the copies are shared out among
+    ``WORKERS`` connections, each inserting its own run of copies table after table (a copy's
+    rows refer only to its own and to what was there before the seed): the insert is
+    CPU-bound in PostgreSQL, so one connection leaves the other core idle."""
     copies = max(0, -(-(proposals - seed_proposals) // max(seed_proposals, 1)))
     began = time.monotonic()
-    rows: dict[str, int] = {}
     async with pool.acquire() as conn:
-        for function in FUNCTIONS:
-            await conn.execute(function)
+        await conn.execute(f"DROP SCHEMA IF EXISTS {SEED_SCHEMA} CASCADE; CREATE SCHEMA {SEED_SCHEMA}")
         try:
-            for table in await _history_tables(conn, schemas):
-                rows[table] = await _copy_table(conn, table, names.nonce, since_xid, copies)
+            plans = [await _set_aside(conn, table, names.nonce, since_xid)
+                     for table in await _history_tables(conn, schemas)]
+            share = -(-copies // WORKERS)
+            await asyncio.gather(*(_copy(pool, plans, names.nonce, first, min(copies, first + share - 1))
+                                   for first in range(1, copies + 1, share)))
         finally:
-            await conn.execute("DROP FUNCTION pg_temp.history_uuid(uuid, int); "
-                               "DROP FUNCTION pg_temp.history_text(text, text, int)")
+            await conn.execute(f"DROP SCHEMA {SEED_SCHEMA} CASCADE")
         analyzed = time.monotonic()
-        for table in rows:
-            await conn.execute(f"VACUUM (ANALYZE) {table}", timeout=STATEMENT_TIMEOUT_S)
+        for plan in plans:
+            await conn.execute(f"VACUUM (ANALYZE) {plan.table}", timeout=STATEMENT_TIMEOUT_S)
         size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
+    rows = {plan.table: plan.seeded * copies for plan in plans}
     return {"proposals": seed_proposals * (copies + 1), "seed_proposals": seed_proposals,
             "copies": copies, "rows_copied": rows, "rows_copied_total": sum(rows.values()),
-            "copy_s": round(analyzed - began, 1),
+            "copy_s": round(analyzed - began, 1), "copy_workers": WORKERS,
             "vacuum_analyze_s": round(time.monotonic() - analyzed, 1), "database_size": size}
 
 
@@ -114,32 +132,66 @@ async def _history_tables(conn: asyncpg.Connection, schemas: tuple[str, ...]) ->
     return list(order.static_order())
 
 
-async def _copy_table(conn: asyncpg.Connection, table: str, nonce: str, since_xid: int,
-                      copies: int) -> int:
+@dataclass(frozen=True)
+class _Plan:
+    """One table's seed, set aside, and the statement that inserts copies $2 to $3 of it."""
+
+    table: str
+    seeded: int
+    insert: str
+
+
+async def _set_aside(conn: asyncpg.Connection, table: str, nonce: str, since_xid: int) -> _Plan:
     schema, name = table.split(".")
     columns = await conn.fetch(
         "SELECT column_name, data_type, udt_name, column_default, is_identity, is_generated "
         "FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 "
         "ORDER BY ordinal_position", schema, name)
     kept = [c for c in columns if not _takes_its_default(c)]
-    targets = ", ".join(_quoted(c["column_name"]) for c in kept)
-    values = ", ".join(_renamed(c) for c in kept)
-    seed = f"history_seed_{name}"
-    await conn.execute(f"CREATE TEMP TABLE {seed} AS SELECT * FROM {table} "  # no parameters
+    seed = f"{SEED_SCHEMA}.{schema}__{name}"
+    await conn.execute(f"CREATE UNLOGGED TABLE {seed} AS SELECT * FROM {table} "  # no parameters
                        f"WHERE (xmin::text)::bigint >= {int(since_xid)}")  # in a utility statement
-    try:
-        seeded = await conn.fetchval(f"SELECT count(*) FROM {seed}")
-        if not seeded or not copies:
-            return 0
-        for first in range(1, copies + 1, COPIES_PER_STATEMENT):
-            last = min(copies, first + COPIES_PER_STATEMENT - 1)
-            await conn.execute(
-                f"INSERT INTO {table} ({targets}) SELECT {values} FROM {seed}, "
-                f"generate_series($2::int, $3::int) AS k",
-                nonce, first, last, timeout=STATEMENT_TIMEOUT_S)
-        return seeded * copies
-    finally:
-        await conn.execute(f"DROP TABLE {seed}")
+    holds = await _what_columns_hold(conn, seed, nonce, kept)
+    targets = ", ".join(_quoted(c["column_name"]) for c in kept)
+    values = ", ".join(_renamed(c, holds.get(c["column_name"])) for c in kept)
+    return _Plan(table, await conn.fetchval(f"SELECT count(*) FROM {seed}"),
+                 f"INSERT INTO {table} ({targets}) SELECT {values} FROM {seed}, "
+                 "generate_series($2::int, $3::int) AS k, (SELECT $1::text AS nonce) AS history_run")
+
+
+async def _copy(pool: asyncpg.Pool, plans: list[_Plan], nonce: str, first: int, last: int) -> None:
+    """Copies ``first`` to ``last`` of every table, in the order of ``plans``."""
+    async with pool.acquire() as conn:
+        for plan in plans:
+            if not plan.seeded:
+                continue
+            for low in range(first, last + 1, COPIES_PER_STATEMENT):
+                high = min(last, low + COPIES_PER_STATEMENT - 1)
+                await conn.execute(plan.insert, nonce, low, high, timeout=STATEMENT_TIMEOUT_S)
+
+
+TEXTUAL = {"text": "", "varchar": "", "jsonb": "::text", "json": "::text", "_text": "::text"}
+"""Column types whose values are renamed as text, and the cast that reads one as text."""
+
+
+async def _what_columns_hold(conn: asyncpg.Connection, seed: str, nonce: str,
+                             columns: list[asyncpg.Record]) -> dict[str, asyncpg.Record]:
+    """Per textual column, what its seed values hold: a UUID as a whole value (``uuid``; every
+    value one, or NULL: ``only_uuid``), the nonce, a SHA-256 in hex. One scan of the seed."""
+    textual = [c for c in columns if c["udt_name"] in TEXTUAL]
+    if not textual:
+        return {}
+    probes = []
+    for n, column in enumerate(textual):
+        value = f"{_quoted(column['column_name'])}{TEXTUAL[column['udt_name']]}"
+        probes.append(f"bool_or({value} ~ '{UUID_PATTERN}') AS uuid_{n}, "
+                      f"bool_and({value} IS NULL OR {value} ~ '{UUID_PATTERN}') AS only_uuid_{n}, "
+                      f"bool_or(strpos({value}, $1) > 0) AS nonce_{n}, "
+                      f"bool_or({value} ~ '{DIGEST_PATTERN}') AS digest_{n}")
+    row = await conn.fetchrow(f"SELECT {', '.join(probes)} FROM {seed}", nonce)
+    return {column["column_name"]: {kind: bool(row[f"{kind}_{n}"])
+                                    for kind in ("uuid", "only_uuid", "nonce", "digest")}
+            for n, column in enumerate(textual)}
 
 
 def _takes_its_default(column: asyncpg.Record) -> bool:
@@ -148,18 +200,22 @@ def _takes_its_default(column: asyncpg.Record) -> bool:
             or default.startswith("nextval("))
 
 
-def _renamed(column: asyncpg.Record) -> str:
-    """The copy's value of one column in copy ``k`` ($1: the run's nonce)."""
+def _renamed(column: asyncpg.Record, holds: dict[str, bool] | None) -> str:
+    """The copy's value of one column in copy ``k``, in the cheapest form
+    that renames every value its seed ``holds`` as ``renamed_text`` would: most columns hold
+    none of what is renamed (a state, a tool's name) or only one kind of it."""
     name, udt = _quoted(column["column_name"]), column["udt_name"]
     if udt == "uuid":
-        return f"pg_temp.history_uuid({name}, k)"
-    if udt in ("text", "varchar"):
-        return f"pg_temp.history_text({name}, $1, k)"
-    if udt in ("jsonb", "json"):
-        return f"pg_temp.history_text({name}::text, $1, k)::{udt}"
-    if udt == "_text":
-        return f"pg_temp.history_text({name}::text, $1, k)::text[]"
-    return name
+        return renamed_uuid(name)
+    if holds is None or not (holds["uuid"] or holds["nonce"] or holds["digest"]):
+        return name
+    cast = "" if udt in ("text", "varchar") else f"::{'text[]' if udt == '_text' else udt}"
+    value = f"{name}{TEXTUAL[udt]}"
+    if holds["only_uuid"]:
+        return f"{renamed_uuid(value)}::text{cast}"
+    if not holds["uuid"] and not holds["digest"]:
+        return f"replace({value}, {NONCE}, {NONCE} || 'h' || k){cast}"
+    return f"({renamed_text(value)}){cast}"
 
 
 def _quoted(identifier: str) -> str:

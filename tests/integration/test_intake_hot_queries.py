@@ -17,10 +17,18 @@ import pytest
 from services.proposal_intake import expiry, rates, repository as repo
 from services.proposal_intake.settings import IntakeSettings
 from shared.runs import RunKey
+from shared.db.schemas import migrate_service
 from tests.support.dispatch import debit_intent
 from tests.support.plans import Explaining, whole_table_reads
 
 pytestmark = pytest.mark.infra
+
+
+@pytest.fixture(autouse=True)
+async def migrated(pool):
+    """Every index this release has: the plans are of this release's schema."""
+    await migrate_service(pool, "proposal_intake")
+
 
 HISTORY_RUNS = 4_000
 CALLS_PER_RUN = 10

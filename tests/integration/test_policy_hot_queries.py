@@ -16,10 +16,18 @@ import pytest
 
 from services.policy import cancellations, repository as repo
 from shared.runs import RunKey
+from shared.db.schemas import migrate_service
 from tests.support.dispatch import debit_intent
 from tests.support.plans import CUSTOM, Explaining, nodes, whole_table_reads
 
 pytestmark = pytest.mark.infra
+
+
+@pytest.fixture(autouse=True)
+async def migrated(pool):
+    """Every index this release has: the plans are of this release's schema."""
+    await migrate_service(pool, "policy")
+
 
 HISTORY_DECISIONS = 40_000
 HOT_TABLES = {"decisions", "approvals", "cancelled_runs", "withdrawals"}

@@ -37,6 +37,10 @@ class Explaining:
         await self._explain(sql, args)
         return await self._conn.fetchrow(sql, *args)
 
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        await self._explain(sql, args)
+        return await self._conn.fetchval(sql, *args)
+
     async def execute(self, sql: str, *args: Any) -> str:
         await self._explain(sql, args)
         return await self._conn.execute(sql, *args)

@@ -1,0 +1,58 @@
+"""The relay's hot path on an outbox with history: finding outboxes with work, claiming a batch,
+marking it published and the retention purge read no whole outbox, though the outbox keeps
+every published row for ``retention_hours`` (72 by default: at 30 proposals a second, millions
+of rows). Checked on the plans PostgreSQL chooses, generic and custom, for the very statements
+``claims`` sends, on an outbox of tens of thousands of published rows and a few pending,
+analysed as autovacuum would have it."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from services.relay import claims
+from tests.support.plans import Explaining, whole_table_reads
+from tests.support.probe import Probe
+
+pytestmark = pytest.mark.infra
+
+PUBLISHED = 40_000
+PENDING_KEYS = 20
+
+
+async def fill_history(conn: asyncpg.Connection, schema: str) -> None:
+    """Published rows of the last day, then a few pending ones of twenty keys."""
+    await conn.execute(
+        f'INSERT INTO "{schema}".outbox (event_id, topic, partition_key, headers, envelope, status,'
+        " created_at, published_at) SELECT gen_random_uuid(), 't.topic', 'run-' || (g % 4000),"
+        " '{}', jsonb_build_object('event_id', g), 'published', now() - interval '1 day',"
+        " now() - interval '1 day' + g * interval '1 millisecond'"
+        " FROM generate_series(1, $1::int) AS g", PUBLISHED)
+    await conn.execute(
+        f'INSERT INTO "{schema}".outbox (event_id, topic, partition_key, headers, envelope)'
+        " SELECT gen_random_uuid(), 't.topic', 'pending-' || g, '{}', '{}'"
+        " FROM generate_series(1, $1::int) AS g", PENDING_KEYS)
+    await conn.execute(f'ANALYZE "{schema}".outbox')
+
+
+async def test_claiming_marking_and_purging_read_no_whole_outbox(pool):
+    probe = await Probe(pool, "t.topic").create()
+    try:
+        async with pool.acquire() as conn:
+            await fill_history(conn, probe.schema)
+            explaining = Explaining(conn)
+            async with conn.transaction():
+                assert await claims.outboxes_with_pending_rows(  # type: ignore[arg-type]
+                    explaining, [probe.schema]) == [probe.schema]
+                claimed = await claims.claim_batch(explaining, probe.schema, 100)  # type: ignore[arg-type]
+                await claims.mark_published(  # type: ignore[arg-type]
+                    explaining, probe.schema, [row["position"] for row in claimed])
+            async with conn.transaction():
+                purged = await claims.delete_published_before(  # type: ignore[arg-type]
+                    explaining, probe.schema, 72.0)
+    finally:
+        await pool.execute(f'DROP SCHEMA "{probe.schema}" CASCADE')
+
+    assert len(claimed) == PENDING_KEYS and purged == 0
+    assert len({sql for _, sql, _ in explaining.plans}) == 4
+    assert whole_table_reads(explaining.plans, {"outbox"}) == []

@@ -7,7 +7,6 @@ failing waits ever longer."""
 
 import asyncio
 import uuid
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -26,6 +25,7 @@ from shared.errors import PermanentError
 from shared.messaging.envelope import Envelope
 from shared.runs import RunKey
 from tests.support.dispatch import debit_intent, dispatcher_stage
+from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
 
@@ -34,18 +34,6 @@ pytestmark = pytest.mark.infra
 async def stage(pool, endpoints, tmp_path):
     async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
         yield prepared
-
-
-@asynccontextmanager
-async def rolled_back(pool):
-    """A transaction that leaves nothing behind for the tests after this one."""
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            yield conn
-        finally:
-            await transaction.rollback()
 
 
 def _unique() -> str:

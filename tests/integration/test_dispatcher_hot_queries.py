@@ -13,9 +13,10 @@ import asyncpg
 import pytest
 
 from services.dispatcher import due, leases, repository as repo, resolutions
-from shared.runs import RunKey
 from shared.db.schemas import migrate_service
+from shared.runs import RunKey
 from tests.support.plans import Explaining, whole_table_reads
+from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
 
@@ -65,26 +66,21 @@ async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
 
 async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            await fill_history(conn, prefix)
-            run = RunKey("acme", f"{prefix}due")
-            await repo.insert_run(conn, run, "agent-7", await conn.fetchval("SELECT now()"), 10)
-            explaining = Explaining(conn)
-            now = await conn.fetchval("SELECT clock_timestamp()")
-            await due.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
-            some = [row["logical_call_id"] for row in await conn.fetch(
-                "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
-            await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
-            await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
-            await repo.attempts_of(explaining, some)  # type: ignore[arg-type]
-            await resolutions.pending(explaining, some)  # type: ignore[arg-type]
-            await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
-            await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
-        finally:
-            await transaction.rollback()
+    async with rolled_back(pool) as conn:
+        await fill_history(conn, prefix)
+        run = RunKey("acme", f"{prefix}due")
+        await repo.insert_run(conn, run, "agent-7", await conn.fetchval("SELECT now()"), 10)
+        explaining = Explaining(conn)
+        now = await conn.fetchval("SELECT clock_timestamp()")
+        await due.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
+        some = [row["logical_call_id"] for row in await conn.fetch(
+            "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
+        await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
+        await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
+        await repo.attempts_of(explaining, some)  # type: ignore[arg-type]
+        await resolutions.pending(explaining, some)  # type: ignore[arg-type]
+        await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
+        await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
 
     assert len({sql for _, sql, _ in explaining.plans}) == 7
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
@@ -94,20 +90,15 @@ async def test_the_backlog_gauges_read_no_whole_table(pool):
     """Sampled every 5 s by every replica (unknown outcomes, their age, calls awaiting a person):
     they read only the calls in those states, never every call there ever was."""
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            await fill_history(conn, prefix)
-            await conn.execute("UPDATE dispatcher.calls SET state = CASE operation_key"
-                               " WHEN $1 THEN 'UNKNOWN' ELSE 'MANUAL_REVIEW' END"
-                               " WHERE operation_key IN ($1, $2)", f"{prefix}key-500",
-                               f"{prefix}key-501")
-            explaining = Explaining(conn)
-            unknown, _ = await repo.unresolved(explaining)  # type: ignore[arg-type]
-            awaiting = await repo.awaiting_review(explaining)  # type: ignore[arg-type]
-        finally:
-            await transaction.rollback()
+    async with rolled_back(pool) as conn:
+        await fill_history(conn, prefix)
+        await conn.execute("UPDATE dispatcher.calls SET state = CASE operation_key"
+                           " WHEN $1 THEN 'UNKNOWN' ELSE 'MANUAL_REVIEW' END"
+                           " WHERE operation_key IN ($1, $2)", f"{prefix}key-500",
+                           f"{prefix}key-501")
+        explaining = Explaining(conn)
+        unknown, _ = await repo.unresolved(explaining)  # type: ignore[arg-type]
+        awaiting = await repo.awaiting_review(explaining)  # type: ignore[arg-type]
 
     assert unknown >= 1 and awaiting >= 1
     assert len({sql for _, sql, _ in explaining.plans}) == 2

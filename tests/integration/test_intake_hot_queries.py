@@ -16,10 +16,11 @@ import pytest
 
 from services.proposal_intake import expiry, rates, repository as repo
 from services.proposal_intake.settings import IntakeSettings
-from shared.runs import RunKey
 from shared.db.schemas import migrate_service
+from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
 from tests.support.plans import Explaining, whole_table_reads
+from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
 
@@ -74,23 +75,18 @@ async def test_taking_a_batch_reads_no_whole_table(pool):
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
     existing, fresh = RunKey("acme", f"{prefix}7"), RunKey("acme", f"{prefix}new")
     intents = [debit_intent("w-1", run_id=existing.run_id), debit_intent("w-1", run_id=fresh.run_id)]
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            await fill_history(conn, prefix)
-            explaining = Explaining(conn)
-            spent = await rates.spend_all(  # type: ignore[arg-type]
-                explaining, [rates.Spending("acme", f"{prefix}agent-3", 2)], IntakeSettings())
-            await repo.runs_for_update(explaining, [existing, fresh])  # type: ignore[arg-type]
-            await repo.calls_named(  # type: ignore[arg-type]
-                explaining, [f"{prefix}key-17", f"{prefix}gone-17", intents[0].operation_key],
-                [(existing, "call-17"), (fresh, intents[1].provider_call_id)])
-            await repo.record_batch(  # type: ignore[arg-type]
-                explaining, [new_run(fresh)], intents, {existing: (1, 0)}, spent.written_back(1))
-            await expiry.expire_keys(explaining, {"wallet.debit": 86_400}, 100)  # type: ignore[arg-type]
-        finally:
-            await transaction.rollback()
+    async with rolled_back(pool) as conn:
+        await fill_history(conn, prefix)
+        explaining = Explaining(conn)
+        spent = await rates.spend_all(  # type: ignore[arg-type]
+            explaining, [rates.Spending("acme", f"{prefix}agent-3", 2)], IntakeSettings())
+        await repo.runs_for_update(explaining, [existing, fresh])  # type: ignore[arg-type]
+        await repo.calls_named(  # type: ignore[arg-type]
+            explaining, [f"{prefix}key-17", f"{prefix}gone-17", intents[0].operation_key],
+            [(existing, "call-17"), (fresh, intents[1].provider_call_id)])
+        await repo.record_batch(  # type: ignore[arg-type]
+            explaining, [new_run(fresh)], intents, {existing: (1, 0)}, spent.written_back(1))
+        await expiry.expire_keys(explaining, {"wallet.debit": 86_400}, 100)  # type: ignore[arg-type]
 
     assert len({sql for _, sql, _ in explaining.plans}) == 5
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []

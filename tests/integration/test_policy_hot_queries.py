@@ -15,10 +15,11 @@ import asyncpg
 import pytest
 
 from services.policy import cancellations, repository as repo
-from shared.runs import RunKey
 from shared.db.schemas import migrate_service
+from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
 from tests.support.plans import CUSTOM, Explaining, nodes, whole_table_reads
+from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
 
@@ -71,14 +72,9 @@ async def history(pool):
     """A connection inside a transaction that holds the history (rolled back after the test),
     and the history's name prefix."""
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            await fill_history(conn, prefix)
-            yield conn, prefix
-        finally:
-            await transaction.rollback()
+    async with rolled_back(pool) as conn:
+        await fill_history(conn, prefix)
+        yield conn, prefix
 
 
 async def test_deciding_and_concluding_read_no_whole_table(history):

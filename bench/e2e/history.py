@@ -60,11 +60,11 @@ def renamed_uuid(value: str) -> str:
 
 
 def renamed_text(value: str) -> str:
-    """SQL for copy ``k``'s text of ``value``, whatever it holds: a UUID
-    as text renamed as a UUID, the nonce renamed, and a SHA-256 in hex (a key derived from an
-    operation key, as the wallet keeps its idempotency keys) derived again per copy, the same
-    way wherever it appears (``NONCE``: the run's nonce). A column whose seed holds only some
-    of these takes a cheaper form (``_renamed``)."""
+    """SQL for copy ``k``'s text of ``value``, whatever it holds: a UUID as text renamed as a
+    UUID, the nonce (``NONCE``) renamed, and a SHA-256 in hex (a key derived from an operation
+    key, as the wallet keeps its idempotency keys) derived again per copy, the same way wherever
+    it appears. A column whose seed holds only some of these takes a cheaper form
+    (``_renamed``)."""
     renamed = f"replace({value}, {NONCE}, {NONCE} || 'h' || k)"
     return (f"CASE WHEN {value} ~ '{UUID_PATTERN}' THEN {renamed_uuid(value)}::text"
             f" WHEN {renamed} ~ '{DIGEST_PATTERN}' THEN regexp_replace({renamed}, '{DIGEST_PATTERN}',"

@@ -175,7 +175,7 @@ TEXTUAL = {"text": "", "varchar": "", "jsonb": "::text", "json": "::text", "_tex
 
 
 async def _what_columns_hold(conn: asyncpg.Connection, seed: str, nonce: str,
-                             columns: list[asyncpg.Record]) -> dict[str, asyncpg.Record]:
+                             columns: list[asyncpg.Record]) -> dict[str, dict[str, bool]]:
     """Per textual column, what its seed values hold: a UUID as a whole value (``uuid``; every
     value one, or NULL: ``only_uuid``), the nonce, a SHA-256 in hex. One scan of the seed."""
     textual = [c for c in columns if c["udt_name"] in TEXTUAL]

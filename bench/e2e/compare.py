@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each side (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "compare")
     args, bench_args = parser.parse_known_args(argv)
+    args.out = args.out.resolve()  # each side runs in its own tree: a relative path differs
     with tempfile.TemporaryDirectory(prefix="intentledger-compare-") as scratch:
         ref_tree = Path(scratch) / "ref"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(ref_tree),

@@ -61,7 +61,7 @@ async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
 async def wake_due(conn: asyncpg.Connection, woken: list[uuid.UUID],
                    stepped: list[uuid.UUID]) -> None:
     """``wake`` the ``woken`` calls; wake the schedulers (one NOTIFY) if any call was woken or
-    a ``stepped`` one is due again already (an intent just recorded is sent next)."""
+    a ``stepped`` one is due again already (its step left the next one due at once)."""
     await conn.execute(
         f"WITH woken AS (UPDATE {SCHEMA}.calls SET next_action_at = now()"
         "   WHERE logical_call_id = ANY($1::uuid[]) AND next_action_at IS NOT NULL)"

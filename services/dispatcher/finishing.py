@@ -5,9 +5,9 @@ scheduler, after a NOTIFY, a claim and a lease (and an authorization likewise be
 only two transactions later). Here the consumer collects the calls its batch made due and, once
 every record of the batch is applied, steps them under their runs' leases before the batch
 commits: receipt, settlement and the events announcing it are one transaction; an
-authorization and its recorded intent are one. Sending stays a transaction of its own, after
-the intent's, so the crash point between the two (``dispatcher.after_intent_before_send``)
-still finds the intent durable and nothing sent.
+authorization, its recorded intent, attempt 1 and its request in the outbox are one (the relay
+publishes the request only once that transaction has committed, so nothing is sent before the
+intent is durable: ``decide/forward.py``).
 
 Only calls of Kafka tools are stepped here: their steps never call out, so the consumer never
 waits on a downstream. A call of an HTTP tool, a second call of a run already stepped in this

@@ -159,23 +159,66 @@ async def test_killed_after_sending_while_the_wallet_loses_its_receipt(stage, po
 
 
 async def test_killed_after_recording_the_intent_and_before_sending(stage, pool):
+    """An HTTP tool's request leaves the process the moment it is made, so its intent commits
+    on its own first (in the scheduler's step, not in the authorization's transaction): killed
+    there, the call is INTENT_RECORDED with nothing sent, and the restarted dispatcher sends
+    attempt 1, once."""
+    port = free_port()
+    http_wallet(stage, port)
     wallet_id = await new_wallet(pool, 10_000)
     intent = debit_intent(wallet_id, 900)
 
     async def recorded_but_not_sent() -> None:
         assert (await call_row(pool, intent.logical_call_id))["state"] == "INTENT_RECORDED"
         assert await debits_under(pool, intent.operation_key) == 0
-        # recorded in the authorization's own transaction (its inbox marker's)
-        assert await pool.fetchval(
-            "SELECT count(*) FROM dispatcher.inbox i JOIN dispatcher.calls c"
-            " ON i.xmin::text = c.xmin::text WHERE c.logical_call_id = $1",
-            intent.logical_call_id) == 1
+        assert await attempts(pool, intent.logical_call_id) == []
 
-    async with relay_and_wallet(stage):
+    async with relay_and_wallet(stage, http_port=port):
         await crash_then_restart(stage, pool, intent, "dispatcher.after_intent_before_send",
                                  recorded_but_not_sent)
     assert await debits_under(pool, intent.operation_key) == 1
     assert len(await attempts(pool, intent.logical_call_id)) == 1
+
+
+async def test_a_kafka_tools_intent_and_first_send_commit_together(stage, pool):
+    """A Kafka tool's request is an outbox row, published only after its transaction commits:
+    the authorization's transaction records the intent, attempt 1 and its request at once.
+    Killed the moment it commits (offset not yet committed), the call is DISPATCHING and that
+    one transaction wrote the inbox marker, the call, the attempt and the request (read before
+    any relay runs: marking a row published rewrites it). Then the relay delivers the request,
+    and the restarted dispatcher skips the redelivered authorization and settles the call from
+    the wallet's answer. One debit, one send."""
+    wallet_id = await new_wallet(pool, 10_000)
+    intent = debit_intent(wallet_id, 900)
+    first = dispatcher(stage, "first", faults="dispatcher.after_commit=exit@1")
+    await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
+                  authorization(intent, stage.write_policy()))
+    assert await asyncio.to_thread(first.wait_exit, 60) == faults.EXIT_CODE
+    written = await pool.fetchrow(
+        "SELECT c.state, c.xmin::text AS call, a.xmin::text AS attempt,"
+        " (SELECT count(*) FROM dispatcher.inbox i WHERE i.xmin = c.xmin) AS markers,"
+        " (SELECT array_agg(o.envelope->>'event_type' ORDER BY o.position)"
+        "  FROM dispatcher.outbox o WHERE o.xmin = c.xmin"
+        "  AND o.envelope->'payload'->>'logical_call_id' = $1::text) AS outbox"
+        " FROM dispatcher.calls c JOIN dispatcher.attempts a USING (logical_call_id)"
+        " WHERE c.logical_call_id = $1::uuid", str(intent.logical_call_id))
+    assert written["state"] == "DISPATCHING"
+    assert written["call"] == written["attempt"]
+    assert written["markers"] == 1  # the authorization's
+    assert written["outbox"] == ["DispatchIntentRecorded", "ToolAttemptStarted",
+                                 "EffectRequested"]
+    async with relay_and_wallet(stage):
+        second = dispatcher(stage, "second")
+        try:
+            assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
+        finally:
+            second.stop()
+    assert await debits_under(pool, intent.operation_key) == 1
+    # Never sent again. (Its receipt may reach the restarted dispatcher after the attempt's
+    # deadline, while the dead member's session has yet to expire: then a lookup finds the
+    # debit.)
+    history = [(a["kind"], a["status"]) for a in await attempts(pool, intent.logical_call_id)]
+    assert history in ([("send", "applied")], [("send", "unknown"), ("lookup", "applied")])
 
 
 async def test_killed_as_the_receipt_commits_the_call_is_settled_already(stage, pool):

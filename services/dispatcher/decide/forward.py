@@ -1,6 +1,7 @@
 """Phase forward: from an authorized call to a sent attempt, and what its answer means.
 
-The intent is recorded before any attempt, and an attempt before it is sent. No answer by the
+The intent is recorded before any attempt, and an attempt before it is sent: for a Kafka tool in
+the same transaction (the request is an outbox row), for an HTTP tool in two. No answer by the
 attempt deadline — or an HTTP response lost with its worker — is UNKNOWN, never FAILED:
 nobody knows yet, and reconciliation starts only after every earlier attempt's deadline.
 """
@@ -34,8 +35,16 @@ def record_intent(step: Situation) -> list[Action]:
         return [Postpone(call.deadline_at)]  # the policy has not answered
     if refusal := step.refusal():
         return settle.refuse(step, refusal)
-    return [Move(S.INTENT_RECORDED, DISPATCH_INTENT_RECORDED, next_action_at=step.now),
-            Count(metrics.INTENT, call.tool_name), CrashPoint("intent_recorded")]
+    recorded = [Move(S.INTENT_RECORDED, DISPATCH_INTENT_RECORDED, next_action_at=step.now),
+                Count(metrics.INTENT, call.tool_name)]
+    if step.tool.adapter == "http":
+        # An HTTP request leaves the process the moment it is made: its intent commits first.
+        return [*recorded, CrashPoint("intent_recorded")]
+    # A Kafka request is an outbox row, published only once its transaction has committed: the
+    # intent and its first send can be one transaction, and still nothing is dispatched before
+    # the intent is durable.
+    return [*recorded, *send(replace(step, call=replace(call, state=S.INTENT_RECORDED)),
+                             to=S.DISPATCHING)]
 
 
 def send(step: Situation, *, to: S) -> list[Action]:

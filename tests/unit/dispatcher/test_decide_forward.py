@@ -24,9 +24,20 @@ OPEN.failed("kafka:" + DEBIT.topic, LATER)
 WALLET = uuid.uuid4()
 
 TABLE = {
-    "an authorized call records its intent first":
+    "an authorized call of a Kafka tool records its intent, then sends in the same step":
         (dict(call=a_call(S.AUTHORIZED)),
+         ["INTENT_RECORDED by DispatchIntentRecorded", "send -> DISPATCHING"]),
+    "an authorized call of an HTTP tool records its intent alone, committed before any send":
+        (dict(call=a_call(S.AUTHORIZED), tool=OVER_HTTP),
          ["INTENT_RECORDED by DispatchIntentRecorded", "then intent_recorded"]),
+    "an open breaker records the intent and postpones the send":
+        (dict(call=a_call(S.AUTHORIZED), breakers=OPEN),
+         ["INTENT_RECORDED by DispatchIntentRecorded", "wait"]),
+    "a run out of attempts records the intent and stops without undoing":
+        (dict(call=a_call(S.AUTHORIZED), run=replace(RUN, attempts_used=RUN.max_attempts)),
+         ["INTENT_RECORDED by DispatchIntentRecorded",
+          "DENIED by DispatchRefused (run_attempt_budget_exhausted)",
+          "stop run (run_attempt_budget_exhausted) keeping done steps", "saga"]),
     "an authorized call past its deadline expires, keeping the run's done steps":
         (dict(call=a_call(S.AUTHORIZED), now=NOW + timedelta(hours=2)),
          ["EXPIRED by DispatchRefused (run_deadline_passed)",
@@ -114,15 +125,21 @@ def test_forward_decisions(given, expected):
     call = given.pop("call")
     actions = decided(call, given.pop("attempts", ()), **given)
     assert summary(actions) == expected
-    moves = [action for action in actions if isinstance(action, Move | StartAttempt)]
-    assert len(moves) <= 1, "a step moves its call once"
-    for move in moves:
-        assert CALL_TRANSITIONS.permits(call.state, move.to)
+    state = call.state
+    for move in (action for action in actions if isinstance(action, Move | StartAttempt)):
+        assert CALL_TRANSITIONS.permits(state, move.to), f"{state} -> {move.to}"
+        state = move.to
 
 
-def test_the_intent_is_recorded_before_any_attempt():
-    assert not any(isinstance(action, StartAttempt)
-                   for action in decided(a_call(S.AUTHORIZED)))
+@pytest.mark.parametrize("tool", [DEBIT, OVER_HTTP], ids=["kafka", "http"])
+def test_the_intent_is_recorded_before_any_attempt(tool):
+    """Invariant 1. A Kafka tool's first send follows its intent in the same step (its request
+    is an outbox row of that transaction); an HTTP tool's waits for the next, once the intent
+    has committed."""
+    actions = decided(a_call(S.AUTHORIZED), tool=tool)
+    kinds = [type(action) for action in actions if isinstance(action, Move | StartAttempt)]
+    assert kinds == ([Move, StartAttempt] if tool.adapter == "kafka" else [Move])
+    assert actions[0].to == S.INTENT_RECORDED
 
 
 def test_reconciliation_waits_for_every_earlier_attempts_deadline():

@@ -30,7 +30,9 @@ from typing import Any
 from services.projection.facts import AWAITING_APPROVAL, CallFact, RunFact
 from shared.messaging.versioning import Advance
 
-REDUCER_VERSION = "projection.v1"
+REDUCER_VERSION = "projection.v2"
+"""v2: the same rows as v1; the run hash takes its calls as a sum of per-call digests
+(``hashing.py``), so that it can be updated one call at a time."""
 
 SETTLED = frozenset({"SUCCEEDED", "FAILED", "MANUAL_REVIEW", "DENIED", "EXPIRED", "COMPENSATED",
                      "COMPENSATION_FAILED"})
@@ -135,21 +137,24 @@ def derive_run(run_id: str, calls: Iterable[CallRow], facts: Iterable[RunFact]) 
         return None
     states = {call.state for call in calls}
     aborts = [fact for fact in facts if fact.kind == "aborted"]
-    if states & NEEDS_ATTENTION:
-        status = "needs_attention"
-    elif aborts:
-        status = "aborted"
-    elif states - SETTLED:
-        status = "running"
-    else:
-        status = "completed"  # never while a call is UNKNOWN or waits for a person (docs/design.md §4)
     return RunRow(
         run_id=run_id, tenant_id=calls[0].tenant_id, principal_id=calls[0].principal_id,
-        status=status, calls=len(calls),
+        status=run_status(bool(states & NEEDS_ATTENTION), bool(aborts), bool(states - SETTLED)),
+        calls=len(calls),
         stop_reason=aborts[0].reason if aborts else _last_refusal(calls, facts),
         updated_at=max([call.updated_at for call in calls]
                        + [fact.occurred_at for fact in facts]),
         rejected_proposals=sum(1 for fact in facts if fact.kind == "rejected"))
+
+
+def run_status(needs_attention: bool, aborted: bool, unsettled: bool) -> str:
+    if needs_attention:
+        return "needs_attention"
+    if aborted:
+        return "aborted"
+    if unsettled:
+        return "running"
+    return "completed"  # never while a call is UNKNOWN or waits for a person (docs/design.md §4)
 
 
 def _last_refusal(calls: Sequence[CallRow], facts: Sequence[RunFact]) -> str | None:

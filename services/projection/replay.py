@@ -3,8 +3,9 @@ a scratch schema, with the same reducer; compare per-run projection hashes with 
 
 The live rows and the history are read in one repeatable-read snapshot, so events the live
 consumer applies meanwhile are in neither. Verification also recomputes each live run's hash
-from its rows and compares it with the hash stored on the run: a row changed by hand since
-shows up even when the replay agrees with the history.
+from its rows, as the reducer version that stored it computes it, and compares it with the hash
+stored on the run: a row changed by hand since shows up even when the replay agrees with the
+history.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from services.projection import repository as repo
 from services.projection.facts import Delivery
-from services.projection.hashing import overall_hash, record, run_hash
+from services.projection.hashing import RUN_HASHES, overall_hash, record, run_hash
 from services.projection.projector import project
 from services.projection.reducer import REDUCER_VERSION, CallRow, RunRow
 from shared.db.migrations import load
@@ -130,7 +131,9 @@ def first_difference(live: Snapshot, replayed: Snapshot) -> str | None:
                 return (f"call {call_id} of run {run_id}\n  live:     {rows[0]}\n"
                         f"  replayed: {rows[1]}")
         digest, version = live.stored[run_id]
-        if digest != (computed := run_hash(mine, live.calls.get(run_id, []))):
+        if (hasher := RUN_HASHES.get(version)) is None:
+            return f"run {run_id}: hashed by reducer {version}, which this version does not know"
+        if digest != (computed := hasher(mine, live.calls.get(run_id, []))):
             return (f"run {run_id}: its stored projection_hash {digest} (reducer {version}) is not "
                     f"the hash of its rows now, {computed}")
     return None

@@ -13,8 +13,10 @@ import asyncpg
 
 from services.projection.facts import Delivery, Fact, RunFact
 from services.projection.routes import read
-from services.projection.hashing import scalar
-from services.projection.reducer import CALL_COLUMNS, RUN_COLUMNS, CallRow, RunRow, columns
+from services.projection.hashing import scalar, sealed
+from services.projection.reducer import (CALL_COLUMNS, REDUCER_VERSION, RUN_COLUMNS, CallRow,
+                                         RunRow, columns)
+from services.projection.tally import Tally
 from shared.contracts.dispatch import RUN_ABORTED
 from shared.contracts.intake import PROPOSAL_REJECTED
 from shared.db.identifiers import checked_identifier
@@ -60,19 +62,24 @@ _RUN_EVENTS_SQL = ", ".join(f"'{event_type}'" for event_type in RUN_EVENTS)
 ``events_run_facts`` (migration 0004) answers the query."""
 
 
-async def calls_of(conn: asyncpg.Connection, schema: str, runs: Collection[RunKey],
-                   call_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, CallRow]:
-    """Every call of these runs, and these calls wherever they are (a call claimed by another
-    run must be found to be refused).
-
-    Two index scans appended, not one ``WHERE … OR …``: PostgreSQL uses no index for an OR
-    one side of which is a semi-join, and read the whole table for every batch, so the
-    projection slowed as the ledger grew. A call found by both comes twice: one dict entry."""
-    table = _table(schema, "calls")
-    rows = await conn.fetch(f"SELECT * FROM {table} WHERE {_OF_RUNS} UNION ALL"
-                            f" SELECT * FROM {table} WHERE logical_call_id = ANY($3::uuid[])",
-                            *_pairs(runs), list(call_ids))
+async def calls_by_id(conn: asyncpg.Connection, schema: str,
+                      call_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, CallRow]:
+    """These calls, wherever they are (a call claimed by another run must be found to be
+    refused)."""
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
+                            " WHERE logical_call_id = ANY($1::uuid[])", list(call_ids))
     return {row["logical_call_id"]: call_row(row) for row in rows}
+
+
+async def runs_to_advance(conn: asyncpg.Connection, schema: str, runs: Collection[RunKey]
+                          ) -> dict[RunKey, tuple[RunRow, Tally]]:
+    """The stored rows and tallies of those of these runs whose tally can be advanced: kept
+    by this reducer version (a run stored before has none, or one another version kept)."""
+    rows = await conn.fetch(f'SELECT * FROM {_table(schema, "runs")} WHERE {_OF_RUNS}'
+                            " AND reducer_version = $3 AND tally IS NOT NULL",
+                            *_pairs(runs), REDUCER_VERSION)
+    return {RunKey.of(row): (RunRow(**{name: row[name] for name in RUN_COLUMNS}),
+                            Tally.from_json(json.loads(row["tally"]))) for row in rows}
 
 
 async def calls_of_runs(conn: asyncpg.Connection, schema: str,
@@ -107,12 +114,13 @@ async def upsert_calls(conn: asyncpg.Connection, schema: str,
 
 
 async def upsert_runs(conn: asyncpg.Connection, schema: str,
-                      runs: Iterable[tuple[RunRow, str, str]]) -> None:
-    """Each run with its projection hash and the reducer version that computed it."""
+                      runs: Iterable[tuple[RunRow, Tally]]) -> None:
+    """Each run with its tally, and the projection hash this reducer version computes."""
     await _upsert(conn, schema, "runs", ("tenant_id", "run_id"),
-                  (*RUN_COLUMNS, "projection_hash", "reducer_version"),
-                  [columns(run) | {"projection_hash": digest, "reducer_version": version}
-                   for run, digest, version in runs])
+                  (*RUN_COLUMNS, "projection_hash", "reducer_version", "tally"),
+                  [columns(run) | {"projection_hash": sealed(run, tally.digest),
+                                   "reducer_version": REDUCER_VERSION, "tally": tally.to_json()}
+                   for run, tally in runs])
 
 
 async def stored_runs(conn: asyncpg.Connection, schema: str, run_ids: Collection[str] | None

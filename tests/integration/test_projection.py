@@ -209,7 +209,7 @@ async def test_replay_verify_passes_then_names_a_row_changed_by_hand(pool, endpo
     agreed = subprocess.run(command, env=os.environ | env, capture_output=True, text=True,
                             timeout=60)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
-    assert "reducer:  projection.v1" in agreed.stdout and "verified" in agreed.stdout
+    assert "reducer:  projection.v2" in agreed.stdout and "verified" in agreed.stdout
     live_hash = agreed.stdout.split("live:")[1].split()[0]
     assert live_hash == agreed.stdout.split("replay:")[1].split()[0]
     changed = await pool.fetchval("UPDATE projection.calls SET state = 'FAILED' WHERE run_id = $1"

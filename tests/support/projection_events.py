@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from services.projection.facts import Delivery
 from shared.contracts.authorizations import (APPROVAL_REQUESTED, AUTHORIZATION_ALLOWED,
                                              AUTHORIZATION_DENIED)
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
@@ -23,6 +24,7 @@ from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPO
 from shared.ids import new_event_id
 from shared.messaging.envelope import Envelope
 from shared.runs import RunKey
+from shared.topology import LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE
 
 ROLES = ("intake", "authorizations", "dispatch", "effects")
 POLICY_VERSION = "1e96901de4f359c0"
@@ -34,10 +36,19 @@ EXPECTED_STATUS = {"succeeded": "completed", "denied": "completed", "approved": 
                    "rejected": "completed"}
 
 
+TOPIC_OF_ROLE = {"intake": LEDGER_INTAKE, "authorizations": LEDGER_AUTHORIZATIONS,
+                 "dispatch": LEDGER_DISPATCH, "effects": LEDGER_EFFECTS}
+
+
 @dataclass
 class Published:
     role: str
     envelope: Envelope
+
+    @property
+    def delivery(self) -> Delivery:
+        """As the projection's consumer receives it, from its ledger topic."""
+        return Delivery(TOPIC_OF_ROLE[self.role], self.envelope)
 
 
 @dataclass

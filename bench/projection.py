@@ -102,6 +102,7 @@ def _plot(result: dict, path: Path) -> None:
         axis.plot(lengths, [result["runs"][str(n)][key] for n in lengths], marker="o",
                   label=label)
     axis.set_xscale("log")
+    axis.set_ylim(bottom=0)
     axis.set_xlabel("calls in the run")
     axis.set_ylabel("ms per event (median)")
     axis.set_title("One ledger event, projected, by the length of its run")

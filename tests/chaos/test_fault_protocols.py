@@ -45,8 +45,9 @@ async def test_shipped_scenario_holds(path, endpoints, infra_settings):
 async def test_a_broken_guarantee_or_a_fault_that_never_fired_fails_the_run(
         endpoints, infra_settings, tmp_path):
     protocol = json.loads((ROOT / "fault-protocols" / "intent-durable-before-dispatch.json").read_text())
-    protocol |= {"name": "runner-self-check", "policy_file": str(
-        ROOT / "fault-protocols" / "policies" / "standard.yaml")}
+    protocol |= {"name": "runner-self-check",
+                 **{name: str(ROOT / "fault-protocols" / protocol[name])
+                    for name in ("policy_file", "tools_file")}}
     protocol["faults"].append({"kind": "inject", "id": "never", "service": "dispatcher",
                                "point": "dispatcher.mid_compensation", "action": "exit"})
     protocol["assertions"].append({"fact": "business_effects", "call": "debit", "value": 2})

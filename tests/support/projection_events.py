@@ -280,6 +280,18 @@ def mixed_runs(count: int, seed: int = 7) -> list[tuple[RunStory, list[str]]]:
     return runs
 
 
+def redelivered(stories: list[str], seed: int, copies: int) -> tuple[RunStory, list[Published]]:
+    """A run of these stories, and its events as Kafka may deliver them: with ``copies``
+    redeliveries of random ones, all shuffled."""
+    story = RunStory()
+    for name in stories:
+        story.tell(name)
+    rng = random.Random(seed)
+    delivered = story.events + rng.choices(story.events, k=copies)
+    rng.shuffle(delivered)
+    return story, delivered
+
+
 def expected_status(stories: list[str]) -> str:
     """What the projection must say about a run made of these stories."""
     statuses = {EXPECTED_STATUS[name] for name in stories}

@@ -19,7 +19,7 @@ from shared.contracts.dispatch import TOOL_EFFECT_RECONCILED, TOOL_ATTEMPT_START
 from shared.errors import PermanentError
 from shared.messaging.versioning import Advance
 from tests.support.projection_events import (STORIES, Published, RunStory, expected_status,
-                                             mixed_runs)
+                                             mixed_runs, redelivered)
 
 
 def fold(events: list[Published]):
@@ -53,12 +53,7 @@ def rows(events: list[Published]) -> dict[str, str]:
        seed=st.integers(0, 2**32), copies=st.integers(0, 12))
 def test_the_same_events_in_any_order_and_any_number_of_copies_give_the_same_rows(
         stories, seed, copies):
-    story = RunStory()
-    for name in stories:
-        story.tell(name)
-    rng = random.Random(seed)
-    delivered = story.events + rng.choices(story.events, k=copies)
-    rng.shuffle(delivered)
+    story, delivered = redelivered(stories, seed, copies)
     assert rows(delivered) == rows(story.events)
 
 

@@ -5,7 +5,6 @@ only when ``advance`` answers None."""
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections import defaultdict
 from dataclasses import replace
@@ -17,7 +16,7 @@ from services.projection.hashing import run_hash, sealed
 from services.projection.reducer import apply, derive_run
 from services.projection.routes import read
 from services.projection.tally import Tally, advance, tally_of
-from tests.support.projection_events import STORIES, Published, RunStory
+from tests.support.projection_events import STORIES, Published, RunStory, redelivered
 
 
 class Projection:
@@ -62,12 +61,7 @@ class Projection:
 @given(stories=st.lists(st.sampled_from(STORIES), min_size=1, max_size=6),
        seed=st.integers(0, 2**32), copies=st.integers(0, 12))
 def test_a_run_advanced_call_by_call_is_the_run_derived_from_every_row(stories, seed, copies):
-    story = RunStory()
-    for name in stories:
-        story.tell(name)
-    rng = random.Random(seed)
-    delivered = story.events + rng.choices(story.events, k=copies)
-    rng.shuffle(delivered)
+    _, delivered = redelivered(stories, seed, copies)
     projection = Projection()
     for event in delivered:
         projection.deliver(event)

@@ -76,8 +76,8 @@ def tally_of(calls: Iterable[CallRow], facts: Iterable[RunFact]) -> Tally:
     refusals += [Refusal(fact.occurred_at, fact.event_id, fact.reason) for fact in facts
                  if fact.kind == "rejected"]
     return Tally(digest=calls_digest(calls),
-                 unsettled=sum(1 for call in calls if call.state not in SETTLED),
-                 attention=sum(1 for call in calls if call.state in NEEDS_ATTENTION),
+                 unsettled=sum(map(_unsettled, calls)),
+                 attention=sum(map(_needs_attention, calls)),
                  aborted=any(fact.kind == "aborted" for fact in facts),
                  first_call=min(call.logical_call_id for call in calls),
                  refusal=max(refusals, key=lambda refusal: refusal.key, default=None))
@@ -97,8 +97,8 @@ def advance(run: RunRow, tally: Tally, before: CallRow | None,
         digest -= call_digest(before)
     tally = Tally(
         digest=digest % MODULUS,
-        unsettled=tally.unsettled + _counts(after, SETTLED, False) - _counts(before, SETTLED, False),
-        attention=tally.attention + _counts(after, NEEDS_ATTENTION) - _counts(before, NEEDS_ATTENTION),
+        unsettled=tally.unsettled + _unsettled(after) - _unsettled(before),
+        attention=tally.attention + _needs_attention(after) - _needs_attention(before),
         aborted=tally.aborted,
         first_call=min(tally.first_call, after.logical_call_id),
         refusal=refusal)
@@ -143,5 +143,9 @@ def _refusal(call: CallRow | None) -> Refusal | None:
     return Refusal(call.updated_at, call.last_event_id, call.reason)
 
 
-def _counts(call: CallRow | None, states: frozenset[str], inside: bool = True) -> int:
-    return int(call is not None and (call.state in states) == inside)
+def _unsettled(call: CallRow | None) -> int:
+    return int(call is not None and call.state not in SETTLED)
+
+
+def _needs_attention(call: CallRow | None) -> int:
+    return int(call is not None and call.state in NEEDS_ATTENTION)

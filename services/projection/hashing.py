@@ -68,12 +68,6 @@ def overall_hash(run_hashes: Mapping[RunKey, str]) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def canonical(run: RunRow, calls: Iterable[CallRow]) -> str:
-    """A run and its calls as one document, for comparing two projections of a run."""
-    return json.dumps({"run": record(run), "calls": sorted(record(call) for call in calls)},
-                      ensure_ascii=False)
-
-
 def record(row: RunRow | CallRow) -> str:
     """One row in canonical form, for a person comparing two of them."""
     return json.dumps(columns(row), sort_keys=True, ensure_ascii=False, default=scalar)

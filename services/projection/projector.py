@@ -71,10 +71,10 @@ async def _move_runs(conn: asyncpg.Connection, schema: str, runs: list[RunKey],
     derive = []
     for key in runs:
         step = kept.get(key)
-        for before, after in changes.get(key, []) if step is not None else []:
-            step = advance(*step, before, after)
+        for before, after in changes.get(key, []):
             if step is None:
                 break
+            step = advance(*step, before, after)
         if step is None:
             derive.append(key)
         elif changes.get(key):

@@ -22,7 +22,7 @@ replay rebuilds the same rows. Change any rule here and bump ``REDUCER_VERSION``
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
@@ -141,7 +141,8 @@ def derive_run(run_id: str, calls: Iterable[CallRow], facts: Iterable[RunFact]) 
         run_id=run_id, tenant_id=calls[0].tenant_id, principal_id=calls[0].principal_id,
         status=run_status(bool(states & NEEDS_ATTENTION), bool(aborts), bool(states - SETTLED)),
         calls=len(calls),
-        stop_reason=aborts[0].reason if aborts else _last_refusal(calls, facts),
+        stop_reason=aborts[0].reason if aborts else (
+            refusal.reason if (refusal := latest_refusal(calls, facts)) else None),
         updated_at=max([call.updated_at for call in calls]
                        + [fact.occurred_at for fact in facts]),
         rejected_proposals=sum(1 for fact in facts if fact.kind == "rejected"))
@@ -157,12 +158,31 @@ def run_status(needs_attention: bool, aborted: bool, unsettled: bool) -> str:
     return "completed"  # never while a call is UNKNOWN or waits for a person (docs/design.md §4)
 
 
-def _last_refusal(calls: Sequence[CallRow], facts: Sequence[RunFact]) -> str | None:
-    refusals = [(call.updated_at, call.last_event_id, call.reason) for call in calls
-                if call.state in REFUSED]
-    refusals += [(fact.occurred_at, fact.event_id, fact.reason) for fact in facts
+@dataclass(frozen=True)
+class Refusal:
+    """A refused call (its ``updated_at``, ``last_event_id``, ``reason``) or a refused proposal
+    (``occurred_at``, ``event_id``, ``reason``): the latest names a run's stop reason."""
+
+    at: datetime
+    event_id: uuid.UUID
+    reason: str | None
+
+    @property
+    def key(self) -> tuple[datetime, uuid.UUID]:
+        return self.at, self.event_id
+
+
+def refusal_of(call: CallRow | None) -> Refusal | None:
+    if call is None or call.state not in REFUSED:
+        return None
+    return Refusal(call.updated_at, call.last_event_id, call.reason)
+
+
+def latest_refusal(calls: Iterable[CallRow], facts: Iterable[RunFact]) -> Refusal | None:
+    refusals = [refusal for refusal in map(refusal_of, calls) if refusal is not None]
+    refusals += [Refusal(fact.occurred_at, fact.event_id, fact.reason) for fact in facts
                  if fact.kind == "rejected"]
-    return max(refusals)[2] if refusals else None
+    return max(refusals, key=lambda refusal: refusal.key, default=None)
 
 
 def _new(fact: CallFact) -> CallRow:

@@ -24,22 +24,8 @@ from typing import Any
 
 from services.projection.facts import RunFact
 from services.projection.hashing import MODULUS, call_digest, calls_digest, scalar
-from services.projection.reducer import (NEEDS_ATTENTION, REFUSED, SETTLED, CallRow, RunRow,
-                                         run_status)
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A refused call (its ``updated_at``, ``last_event_id``, ``reason``) or a refused proposal
-    (``occurred_at``, ``event_id``, ``reason``): the latest names the run's stop reason."""
-
-    at: datetime
-    event_id: uuid.UUID
-    reason: str | None
-
-    @property
-    def key(self) -> tuple[datetime, uuid.UUID]:
-        return self.at, self.event_id
+from services.projection.reducer import (NEEDS_ATTENTION, SETTLED, CallRow, Refusal, RunRow,
+                                         latest_refusal, refusal_of, run_status)
 
 
 @dataclass(frozen=True)
@@ -72,15 +58,12 @@ class Tally:
 def tally_of(calls: Iterable[CallRow], facts: Iterable[RunFact]) -> Tally:
     """From every row of the run (at least one call)."""
     calls, facts = list(calls), list(facts)
-    refusals = [refusal for refusal in map(_refusal, calls) if refusal is not None]
-    refusals += [Refusal(fact.occurred_at, fact.event_id, fact.reason) for fact in facts
-                 if fact.kind == "rejected"]
     return Tally(digest=calls_digest(calls),
                  unsettled=sum(map(_unsettled, calls)),
                  attention=sum(map(_needs_attention, calls)),
                  aborted=any(fact.kind == "aborted" for fact in facts),
                  first_call=min(call.logical_call_id for call in calls),
-                 refusal=max(refusals, key=lambda refusal: refusal.key, default=None))
+                 refusal=latest_refusal(calls, facts))
 
 
 def advance(run: RunRow, tally: Tally, before: CallRow | None,
@@ -89,7 +72,7 @@ def advance(run: RunRow, tally: Tally, before: CallRow | None,
     ``after``; None when that cannot be told without the run's other rows."""
     try:
         updated_at = _next_update(run.updated_at, before, after)
-        refusal = _next_refusal(tally.refusal, _refusal(before), _refusal(after))
+        refusal = _next_refusal(tally.refusal, refusal_of(before), refusal_of(after))
     except _NeedsEveryRow:
         return None
     digest = tally.digest + call_digest(after)
@@ -135,12 +118,6 @@ def _next_refusal(latest: Refusal | None, was: Refusal | None,
     if now is not None and (latest is None or now.key > latest.key):
         return now
     return latest
-
-
-def _refusal(call: CallRow | None) -> Refusal | None:
-    if call is None or call.state not in REFUSED:
-        return None
-    return Refusal(call.updated_at, call.last_event_id, call.reason)
 
 
 def _unsettled(call: CallRow | None) -> int:

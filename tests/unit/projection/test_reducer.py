@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from services.projection.facts import Delivery
 from services.projection.routes import read
-from services.projection.hashing import canonical, run_hash
+from services.projection.hashing import record, run_hash
 from services.projection.reducer import announced, apply, derive_run
 from shared.contracts.dispatch import TOOL_EFFECT_RECONCILED, TOOL_ATTEMPT_STARTED
 from shared.errors import PermanentError
@@ -42,9 +42,9 @@ def fold(events: list[Published]):
     return calls, runs
 
 
-def rows(events: list[Published]) -> dict[str, str]:
+def rows(events: list[Published]) -> dict[str, tuple[str, list[str]]]:
     calls, runs = fold(events)
-    return {run_id: canonical(run, [c for c in calls.values() if c.run_id == run_id])
+    return {run_id: (record(run), sorted(record(c) for c in calls.values() if c.run_id == run_id))
             for run_id, run in runs.items()}
 
 

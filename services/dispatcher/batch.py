@@ -2,10 +2,11 @@
 scheduler's (calls it claimed as due) or the consumer's (calls a receipt or an authorization
 just made due, stepped before that record's transaction commits: ``finishing.py``).
 
-What the steps read first (leases, runs, attempts, pending resolutions) is read for the whole
-set, a statement each; leases and runs are locked in run order, so two batches wait for each
-other instead of deadlocking. A step that fails for a reason of its own (a bug, a lost race)
-fails the set, which is then stepped again with a savepoint per call: the failing step is
+What the steps read first (leases, runs, attempts, pending resolutions, the slots of bounded
+tools: ``capacity.py``) is read for the whole set, a statement each; leases and runs are locked
+in run order, so two batches wait for each other instead of deadlocking. Slots the steps freed
+are handed to the calls in line before the transaction commits. A step that fails for a reason
+of its own (a bug, a lost race) fails the set, which is then stepped again with a savepoint per call: the failing step is
 rolled back alone, counted (``step_failures``) and tried again after a backoff that doubles
 with each consecutive failure of that call (1 s to 5 min), the others commit. A call no step can
 take (a bug, a row written by hand) therefore costs a few steps an hour, not one a second.
@@ -24,7 +25,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from services.dispatcher import leases, metrics, repository as repo, resolutions
+from services.dispatcher import capacity, leases, metrics, repository as repo, resolutions
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper
@@ -76,6 +77,7 @@ class Batch:
         runs = await repo.runs_for_update(conn, list(held))
         attempts = await repo.attempts_of(conn, call_ids)
         pending = await resolutions.pending(conn, call_ids)
+        slots = await capacity.load(conn, self._bounds(calls))
         reports, left = [], []
         for call in sorted(calls, key=lambda call: call.run):
             if (lease := held.get(call.run)) is None:
@@ -85,12 +87,18 @@ class Batch:
                 log.warning("took run %s over from %s (fence %d)", call.run,
                             lease.taken_over_from, lease.fence)
             known = Known(runs[call.run], attempts[call.logical_call_id],
-                          pending.get(call.logical_call_id))
+                          pending.get(call.logical_call_id), slots)
             if isolate:
                 reports.append(await self._step_isolated(uow, call, lease, now, known))
             else:
                 reports.append(await self._step(uow, call, lease, now, known))
+        await capacity.admit(conn, slots.with_line())  # slots the steps freed go to the line
         return reports, left
+
+    def _bounds(self, calls: Sequence[repo.Call]) -> dict[str, int]:
+        tools = (self._stepper.tool_of(call) for call in calls)
+        return capacity.bounds_of((tool.name, tool.max_in_flight) for tool in tools
+                                  if tool is not None)
 
     async def _step(self, uow: UnitOfWork, call: repo.Call, lease: leases.Lease,
                     now: datetime, known: Known) -> StepReport:

@@ -45,6 +45,9 @@ class Call:
     traceparent: str | None
     policy_refusal: dict[str, Any] | None
     """A compensation's: the policy's refusal of its proposal, not yet recorded as a denial."""
+    capacity: str | None = None
+    """In line for a slot of its tool's ``max_in_flight`` ('waiting'), or holding one kept for
+    it ('admitted'): ``capacity.py``. Cleared by every transition."""
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> Call:
@@ -246,7 +249,7 @@ async def transition(conn: asyncpg.Connection, call: Call, to: CallState, *, fen
               for name, value in fields.items()]
     version = await conn.fetchval(
         f"UPDATE {SCHEMA}.calls SET state = $3, version = version + 1, fence = $4,"
-        f" next_action_at = $5, updated_at = now(){assignments}"
+        f" next_action_at = $5, capacity = NULL, updated_at = now(){assignments}"
         " WHERE logical_call_id = $1 AND version = $2 AND fence <= $4 RETURNING version",
         call.logical_call_id, call.version, to, fence, next_action_at, *values)
     if version is None:
@@ -258,6 +261,13 @@ async def transition(conn: asyncpg.Connection, call: Call, to: CallState, *, fen
 async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None) -> None:
     await conn.execute(f"UPDATE {SCHEMA}.calls SET next_action_at = $2 WHERE logical_call_id = $1",
                        call.logical_call_id, until)
+
+
+async def wait_for_capacity(conn: asyncpg.Connection, call: Call, until: datetime) -> None:
+    """In line for a slot of the call's tool (``capacity.py``), until ``until`` at the latest
+    (``next_action_at`` also orders the line)."""
+    await conn.execute(f"UPDATE {SCHEMA}.calls SET capacity = 'waiting', next_action_at = $2"
+                       " WHERE logical_call_id = $1", call.logical_call_id, until)
 
 
 def stopped_because(code: str, detail: str) -> str:

@@ -22,12 +22,14 @@ from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.capacity import Capacity
 from services.dispatcher.compensations import Proposer
 from services.dispatcher.decide import Judges, Repair, decide
 from services.dispatcher.decide.actions import (AdvanceSaga, AfterCommit, CommitEffect,
                                                 ConcludeCancellation, ConcludeRepair, Count,
                                                 CrashPoint, ExtendWork, FinishAttempt, Move,
-                                                Postpone, SettleOriginal, StartAttempt, StopRun)
+                                                Postpone, SettleOriginal, StartAttempt, StopRun,
+                                                WaitForCapacity)
 from services.dispatcher.decide.situation import dependency_of
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.saga import Saga
@@ -59,6 +61,8 @@ class Known:
     run: Run
     attempts: list[Attempt]
     resolution: tuple[uuid.UUID, dict[str, Any]] | None
+    capacity: Capacity
+    """The batch's, shared by its steps: a send counts against the next step's view."""
 
 
 @dataclass(frozen=True)
@@ -112,20 +116,25 @@ class Stepper:
         tool = self.tool_of(call)
         repair = Repair(*known.resolution) if known.resolution is not None else None
         actions = decide(call, known.run, known.attempts, repair, now, fence=lease.fence,
-                         tool=tool, judges=self._judges)
+                         tool=tool, judges=self._judges, capacity=known.capacity)
         step = Step(uow, call, lease, now, [], [])
         for action in actions:
-            await self._apply(step, action, tool)
+            await self._apply(step, action, tool, known.capacity)
         return StepReport(step.after, step.observed)
 
-    async def _apply(self, step: Step, action, tool: ToolSpec | None) -> None:
+    async def _apply(self, step: Step, action, tool: ToolSpec | None,
+                     capacity: Capacity) -> None:
         call, conn = step.call, step.conn
         match action:
             case Postpone(until):
                 await repo.postpone(conn, call, until)
+            case WaitForCapacity(until):
+                capacity.waits(call.tool_name, call.capacity)
+                await repo.wait_for_capacity(conn, call, until)
             case Move():
                 await self._move(step, action)
             case StartAttempt():
+                capacity.sent(call.tool_name, call.capacity)
                 await self._start_attempt(step, action, tool)
             case FinishAttempt(attempt, status, detail):
                 await repo.finish_attempt(conn, call.logical_call_id, attempt, status, detail,

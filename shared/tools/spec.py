@@ -58,6 +58,11 @@ class ToolSpec(BaseModel):
         "How long the ledger keeps an intent's record after its first proposal. Past it the "
         "record is reduced to a tombstone of its operation key: a proposal under the key is "
         "refused `operation_key_expired`, never executed again. Unset: kept for ever."))
+    max_in_flight: int | None = Field(default=None, gt=0, description=(
+        "At most this many of the tool's attempts sent and not yet answered. A send beyond it "
+        "waits in the dispatcher, in line, before its attempt (and its attempt deadline) "
+        "starts, instead of in the downstream's queue, where its deadline would run. Set it "
+        "below what the downstream answers within one attempt timeout. Unset: unbounded."))
     aliases: tuple[str, ...] = Field(default=(), description=(
         "Other names an agent may use for this tool. OpenAI function names cannot contain "
         "dots, so a model prompted with `wallet_debit` proposes `wallet.debit` through an alias "

@@ -140,6 +140,9 @@ class _StepperFailingOn:
                                                producer="test", payload={}))
         return StepReport([], [])
 
+    def tool_of(self, call):
+        return None  # no tool of its calls is bounded (``capacity.py``)
+
 
 async def test_a_failing_step_is_isolated_and_the_rest_of_its_batch_commits_once(stage, pool):
     good_run, bad_run = f"run-good-{_unique()}", f"run-bad-{_unique()}"

@@ -1,7 +1,8 @@
 """The dispatcher's hot path on a ledger with history: no statement a claim or a step sends reads
 a whole table, so dispatching does not slow as runs pass (every run leaves its row, its lease
 and its calls behind for good). Checked on the plans PostgreSQL chooses, generic and custom,
-for the very statements the claim and a batch's reads send, over thousands of settled runs,
+for the very statements the claim and a batch's reads send (the bounded tools' slots
+included), over thousands of settled runs,
 analysed as autovacuum would have it; all inside one transaction that is rolled back. The same
 for the backlog gauges every replica samples."""
 
@@ -12,7 +13,7 @@ import uuid
 import asyncpg
 import pytest
 
-from services.dispatcher import due, leases, repository as repo, resolutions
+from services.dispatcher import capacity, due, leases, repository as repo, resolutions
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.plans import Explaining, whole_table_reads
@@ -81,8 +82,10 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
         await resolutions.pending(explaining, some)  # type: ignore[arg-type]
         await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
+        await capacity.load(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
+        await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 7
+    assert len({sql for _, sql, _ in explaining.plans}) == 9
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from services.dispatcher.capacity import Capacity
 from services.dispatcher.decide import cancel, forward, reconcile, repair as repairs, settle
 from services.dispatcher.decide.actions import Action, Postpone
 from services.dispatcher.decide.situation import Judges, Repair, Situation
@@ -34,10 +35,13 @@ __all__ = ["Judges", "Repair", "decide"]
 
 
 def decide(call: Call, run: Run, attempts: Sequence[Attempt], repair: Repair | None,
-           now: datetime, *, fence: int, tool: ToolSpec | None, judges: Judges) -> list[Action]:
+           now: datetime, *, fence: int, tool: ToolSpec | None, judges: Judges,
+           capacity: Capacity | None = None) -> list[Action]:
     """The next step of ``call``, taken under a lease with ``fence``; ``tool``: the registry's
-    entry for the call's tool (None: no longer declared)."""
-    step = Situation(call, run, tuple(attempts), now, fence, tool, judges)
+    entry for the call's tool (None: no longer declared); ``capacity``: the slots of the
+    bounded tools as the step's batch sees them (None: no tool is bounded)."""
+    step = Situation(call, run, tuple(attempts), now, fence, tool, judges,
+                     capacity or Capacity({}))
     actions: list[Action] = []
     if run.cancellation is not None:
         actions, step = cancel.cancel(step)

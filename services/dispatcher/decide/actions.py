@@ -26,6 +26,14 @@ class Postpone:
 
 
 @dataclass(frozen=True)
+class WaitForCapacity:
+    """Wait in line for a slot of the tool's ``max_in_flight`` (``capacity.py``): admitted
+    when one frees, looked at again at ``until`` at the latest."""
+
+    until: datetime
+
+
+@dataclass(frozen=True)
 class Move:
     """A compare-and-swap transition of the call, and its event ``event``. ``attempt``: the one
     the event names. Only the columns given (not None) are written besides state and fence."""
@@ -137,6 +145,6 @@ class CrashPoint:
     name: AfterCommit
 
 
-Action = (Postpone | Move | StartAttempt | FinishAttempt | ExtendWork | CommitEffect
-          | ConcludeRepair | ConcludeCancellation | Count | StopRun | SettleOriginal | AdvanceSaga
-          | CrashPoint)
+Action = (Postpone | WaitForCapacity | Move | StartAttempt | FinishAttempt | ExtendWork
+          | CommitEffect | ConcludeRepair | ConcludeCancellation | Count | StopRun
+          | SettleOriginal | AdvanceSaga | CrashPoint)

@@ -14,9 +14,11 @@ from typing import Literal
 
 from services.dispatcher import metrics
 from services.dispatcher.authority import Refusal
+from services.dispatcher.capacity import CAPACITY_RECHECK_S
 from services.dispatcher.decide import settle
 from services.dispatcher.decide.actions import (Action, Count, CrashPoint, ExtendWork,
-                                                FinishAttempt, Move, Postpone, StartAttempt)
+                                                FinishAttempt, Move, Postpone, StartAttempt,
+                                                WaitForCapacity)
 from services.dispatcher.decide.situation import Situation
 from services.dispatcher.repository import Attempt
 from services.dispatcher.retry_budget import attempt_deadline, attempts_exhausted
@@ -48,8 +50,8 @@ def record_intent(step: Situation) -> list[Action]:
 
 
 def send(step: Situation, *, to: S) -> list[Action]:
-    """A send attempt under the operation key, if authority, budgets, time and the
-    dependency's breaker all allow it now."""
+    """A send attempt under the operation key, if authority, budgets, time, the dependency's
+    breaker and the tool's slots in flight all allow it now."""
     call, tool, now = step.call, step.tool, step.now
     if refusal := step.refusal() or budget_refusal(step):
         if to == S.RECONCILING:
@@ -64,7 +66,19 @@ def send(step: Situation, *, to: S) -> list[Action]:
                                 step.settings.recovery_reserve_s)
     if (until := step.judges.breakers.closed_at(step.dependency, now)) is not None:
         return [Postpone(min(until, deadline))]
+    if not step.capacity.admits(call.tool_name, call.capacity):
+        return [WaitForCapacity(in_line_until(step))]
     return start_attempt(step, "send", deadline, to)
+
+
+def in_line_until(step: Situation) -> datetime:
+    """When a call in line for a slot is looked at again if no slot has come: after the
+    recheck interval, or just as too little time is left for an attempt (``budget_refusal``
+    then expires it)."""
+    settings = step.settings
+    expires = step.call.deadline_at - timedelta(seconds=settings.recovery_reserve_s
+                                                + settings.min_attempt_s - 0.001)
+    return min(step.now + timedelta(seconds=CAPACITY_RECHECK_S), expires)
 
 
 def budget_refusal(step: Situation) -> Refusal | None:

@@ -1,7 +1,8 @@
 """What a decision reads: the call's rows, and the judges it consults that live outside them.
 
 ``Judges`` are values of this process (the tool registry's entry, the loaded policy, the
-dependency's breaker, the settings); a decision reads no table and sends nothing. The breaker
+dependency's breaker, the settings), ``capacity`` the batch's count of its tools' slots
+(``capacity.py``); a decision reads no table and sends nothing. The breaker
 is the one piece of memory a decision updates: an attempt that went unanswered counts against
 its dependency before the same decision asks whether a lookup may go, as it always did.
 """
@@ -9,12 +10,13 @@ its dependency before the same decision asks whether a lookup may go, as it alwa
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from services.dispatcher.authority import PolicyView, Refusal, refusal_at_dispatch
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.capacity import Capacity
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.settings import DispatcherSettings
 from shared.capabilities import PublicKeys
@@ -47,6 +49,8 @@ class Situation:
     """The fence of the lease this step holds."""
     tool: ToolSpec | None
     judges: Judges
+    capacity: Capacity = field(default_factory=lambda: Capacity({}))
+    """The bounded tools' slots, as this step's batch sees them (none: nothing is bounded)."""
 
     @property
     def latest(self) -> Attempt | None:

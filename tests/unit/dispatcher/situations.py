@@ -9,11 +9,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 from services.dispatcher.breaker import Breakers
+from services.dispatcher.capacity import Capacity
 from services.dispatcher.decide import Judges, Repair, decide
 from services.dispatcher.decide.actions import (AdvanceSaga, CommitEffect, ConcludeCancellation,
                                                 ConcludeRepair, Count, CrashPoint, ExtendWork,
                                                 FinishAttempt, Move, Postpone, SettleOriginal,
-                                                StartAttempt, StopRun)
+                                                StartAttempt, StopRun, WaitForCapacity)
 from services.dispatcher.repository import Attempt, Call
 from services.dispatcher.settings import DispatcherSettings
 from shared.contracts.dispatch import CallState as S
@@ -65,12 +66,14 @@ def a_repair(outcome: str = "succeeded", operator: str = "ops-1") -> Repair:
 
 
 def decided(call: Call, attempts=(), *, now=LATER, run=RUN, repair=None, fence: int = 1,
-            tool=None, breakers: Breakers | None = None, unregistered: bool = False):
+            tool=None, breakers: Breakers | None = None, unregistered: bool = False,
+            capacity: Capacity | None = None):
     spec = None if unregistered else tool or REGISTRY.resolve(call.tool_name, call.tool_version)
     judges = Judges(SETTINGS, ResolvingPolicy("v1"), KEYS,
                     breakers or Breakers(SETTINGS.breaker_failures,
                                          timedelta(seconds=SETTINGS.breaker_cooldown_s)))
-    return decide(call, run, list(attempts), repair, now, fence=fence, tool=spec, judges=judges)
+    return decide(call, run, list(attempts), repair, now, fence=fence, tool=spec, judges=judges,
+                  capacity=capacity)
 
 
 def summary(actions) -> list[str]:
@@ -85,6 +88,8 @@ def summary(actions) -> list[str]:
                 lines.append(f"{kind} -> {to}")
             case Postpone(until):
                 lines.append("wait" if until else "sleep")
+            case WaitForCapacity():
+                lines.append("in line")
             case FinishAttempt(attempt, status, _):
                 lines.append(f"#{attempt} {status}")
             case ExtendWork():

@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 
 from services.dispatcher.breaker import Breakers
-from services.dispatcher.decide.actions import Move, StartAttempt
+from services.dispatcher.capacity import CAPACITY_RECHECK_S, Capacity
+from services.dispatcher.decide.actions import Move, StartAttempt, WaitForCapacity
 from services.dispatcher.states import CALL_TRANSITIONS
 from shared.contracts.dispatch import CallState as S
 from tests.unit.dispatcher.situations import (LATER, SETTINGS, a_call, an_attempt, applied,
@@ -22,6 +23,15 @@ OVER_HTTP = DEBIT.model_copy(update={"adapter": "http", "http_url": "http://wall
 OPEN = Breakers(1, timedelta(seconds=60))
 OPEN.failed("kafka:" + DEBIT.topic, LATER)
 WALLET = uuid.uuid4()
+
+
+def slots(in_use: int, in_line: int = 0, bound: int = 2) -> Capacity:
+    """wallet.debit's slots as a batch sees them."""
+    capacity = Capacity({"wallet.debit": bound})
+    capacity.in_use["wallet.debit"], capacity.in_line["wallet.debit"] = in_use, in_line
+    return capacity
+
+
 
 TABLE = {
     "an authorized call of a Kafka tool records its intent, then sends in the same step":
@@ -55,6 +65,34 @@ TABLE = {
     "a tool the registry dropped is refused before any attempt":
         (dict(call=a_call(S.AUTHORIZED), unregistered=True),
          ["DENIED by DispatchRefused (unknown_tool)", "stop run (unknown_tool)", "saga"]),
+    "a tool with every slot in flight records the intent and puts its send in line":
+        (dict(call=a_call(S.AUTHORIZED), capacity=slots(in_use=2)),
+         ["INTENT_RECORDED by DispatchIntentRecorded", "in line"]),
+    "a tool with a free slot sends at once":
+        (dict(call=a_call(S.AUTHORIZED), capacity=slots(in_use=1)),
+         ["INTENT_RECORDED by DispatchIntentRecorded", "send -> DISPATCHING"]),
+    "a new send goes behind the calls in line, even when a slot is free":
+        (dict(call=a_call(S.INTENT_RECORDED), capacity=slots(in_use=1, in_line=3)),
+         ["in line"]),
+    "a call in line takes a free slot":
+        (dict(call=replace(a_call(S.INTENT_RECORDED), capacity="waiting"),
+              capacity=slots(in_use=1, in_line=3)), ["send -> DISPATCHING"]),
+    "a call in line stays in line while every slot is in flight":
+        (dict(call=replace(a_call(S.INTENT_RECORDED), capacity="waiting"),
+              capacity=slots(in_use=2, in_line=3)), ["in line"]),
+    "an admitted call uses the slot kept for it":
+        (dict(call=replace(a_call(S.INTENT_RECORDED), capacity="admitted"),
+              capacity=slots(in_use=2, in_line=3)), ["send -> DISPATCHING"]),
+    "a call in line that has run out of time expires, unsent":
+        (dict(call=replace(a_call(S.INTENT_RECORDED, deadline_at=NOW + timedelta(seconds=60)),
+                           capacity="waiting"),
+              now=NOW + timedelta(seconds=60 - SETTINGS.recovery_reserve_s),
+              capacity=slots(in_use=2)),
+         ["EXPIRED by DispatchRefused (run_deadline_passed)",
+          "stop run (run_deadline_passed) keeping done steps", "saga"]),
+    "a retry after a transient answer waits in line like a new send":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1, status="transient")],
+              capacity=slots(in_use=2)), ["in line"]),
     "a recorded intent is sent":
         (dict(call=a_call(S.INTENT_RECORDED)), ["send -> DISPATCHING"]),
     "a run out of attempts stops without undoing":
@@ -159,3 +197,16 @@ def test_an_unanswered_attempt_counts_against_its_dependency():
     breakers = Breakers(1, timedelta(seconds=60))
     decided(a_call(S.DISPATCHING, attempts=1), [an_attempt(1)], breakers=breakers)
     assert breakers.is_open("kafka:" + DEBIT.topic, LATER)
+
+
+def test_a_call_in_line_is_looked_at_again_within_the_recheck_interval_or_as_it_expires():
+    far = a_call(S.INTENT_RECORDED, deadline_at=LATER + timedelta(hours=1))
+    [wait] = decided(far, capacity=slots(in_use=2))
+    assert wait == WaitForCapacity(LATER + timedelta(seconds=CAPACITY_RECHECK_S))
+    near = a_call(S.INTENT_RECORDED, deadline_at=LATER + timedelta(seconds=40))
+    [wait] = decided(near, capacity=slots(in_use=2))
+    assert wait.until < LATER + timedelta(seconds=40 - SETTINGS.recovery_reserve_s
+                                          - SETTINGS.min_attempt_s + 1)
+    # No slot came by then: it expires, unsent, instead of waiting past its deadline.
+    assert summary(decided(near, now=wait.until, capacity=slots(in_use=2)))[0] == (
+        "EXPIRED by DispatchRefused (run_deadline_passed)")

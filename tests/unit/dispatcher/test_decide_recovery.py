@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import given, strategies as st
 
+from services.dispatcher.capacity import Capacity
 from services.dispatcher.decide.actions import Move, StartAttempt
 from services.dispatcher.decide.compensate import next_to_compensate
 from services.dispatcher.states import CALL_TRANSITIONS
@@ -23,11 +24,16 @@ RESERVE = "inventory.reserve"
 RETAINED = REGISTRY.resolve(RESERVE, "1").retry.key_retention_seconds
 ORIGINAL = uuid.uuid4()
 SENT = an_attempt(1, status="unknown")
+FULL = Capacity({"wallet.debit": 1})
+FULL.in_use["wallet.debit"], FULL.in_line["wallet.debit"] = 1, 5
 LOOKED = an_attempt(2, kind="lookup", started_at=NOW + timedelta(seconds=10))
 
 TABLE = {
     "an unknown outcome is looked up by key":
         (dict(call=a_call(S.UNKNOWN, attempts=1), attempts=[SENT]), ["lookup -> RECONCILING"]),
+    "a lookup is never put in line behind new sends, whatever the tool's slots":
+        (dict(call=a_call(S.UNKNOWN, attempts=1), attempts=[SENT], capacity=FULL),
+         ["lookup -> RECONCILING"]),
     "lookups back off":
         (dict(call=a_call(S.UNKNOWN, attempts=2, lookups=1),
               attempts=[SENT, replace(LOOKED, status="transient",

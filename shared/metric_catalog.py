@@ -102,6 +102,9 @@ CATALOG: tuple[Metric, ...] = (
        "How long the oldest unresolved outcome has been unknown."),
     Metric("dispatcher.manual_review_waiting", "gauge", "{call}", (),
        "Calls in MANUAL_REVIEW now, waiting for a person."),
+    Metric("dispatcher.calls_in_line", "gauge", "{call}", ("tool",),
+       "Calls waiting in line now for a slot of their tool's max_in_flight (each bounded tool "
+       "reports, 0 included)."),
     Metric("dispatcher.audit_drift", "counter", "{finding}", ("tool", "kind"),
        "Drift the settled-call audit found between the ledger and a downstream, counted once "
        "per finding when first found (docs/dispatch.md, The settled-call audit)."),

@@ -23,6 +23,8 @@ from shared.messaging.kafka_security import client_options
 from shared.topology import results_topic
 
 RESULTS = results_topic(TENANT)
+PARTITIONS_PATIENCE_S = 10
+"""How long a results topic just created may take to show its partitions (once seen: none)."""
 
 
 class Answers:
@@ -38,6 +40,11 @@ class Answers:
         await self.results.start()
         await ensure_results_topics(self.bootstrap, [RESULTS])  # as `intentledger tenants add`
         partitions = await backlog.partitions(RESULTS)
+        for _ in range(PARTITIONS_PATIENCE_S * 10):  # a topic just created: metadata lags
+            if partitions:
+                break
+            await asyncio.sleep(0.1)
+            partitions = await backlog.partitions(RESULTS)
         if not partitions:
             raise RuntimeError(f"{RESULTS} has no partitions")
         self.results.assign(partitions)

@@ -6,10 +6,11 @@ What the steps read first (leases, runs, attempts, pending resolutions, the slot
 tools: ``capacity.py``) is read for the whole set, a statement each; leases and runs are locked
 in run order, so two batches wait for each other instead of deadlocking. Slots the steps freed
 are handed to the calls in line before the transaction commits. A step that fails for a reason
-of its own (a bug, a lost race) fails the set, which is then stepped again with a savepoint per call: the failing step is
-rolled back alone, counted (``step_failures``) and tried again after a backoff that doubles
-with each consecutive failure of that call (1 s to 5 min), the others commit. A call no step can
-take (a bug, a row written by hand) therefore costs a few steps an hour, not one a second.
+of its own (a bug, a lost race) fails the set, which is then stepped again with a savepoint per
+call: the failing step is rolled back alone, counted (``step_failures``) and tried again after
+a backoff that doubles with each consecutive failure of that call (1 s to 5 min), the others
+commit. A call no step can take (a bug, a row written by hand) therefore costs a few steps an
+hour, not one a second.
 
 Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
 are compared by one clock however many replicas run.

@@ -124,6 +124,15 @@ async def admit(conn: asyncpg.Connection, bounds: dict[str, int]) -> int:
         list(bounds), list(bounds.values()))
 
 
+async def in_line(conn: asyncpg.Connection, tools: list[str]) -> dict[str, int]:
+    """Calls in line now for each of ``tools`` (0 included): the backlog gauge."""
+    rows = await conn.fetch(
+        f"SELECT t.tool_name, (SELECT count(*) FROM {SCHEMA}.calls"
+        "   WHERE capacity = 'waiting' AND tool_name = t.tool_name) AS calls"
+        " FROM unnest($1::text[]) AS t(tool_name)", tools)
+    return {row["tool_name"]: row["calls"] for row in rows}
+
+
 def bounds_of(max_in_flight: Iterable[tuple[str, int | None]]) -> dict[str, int]:
     """The bounded tools among (tool name, its ``max_in_flight``) pairs."""
     return {tool: bound for tool, bound in max_in_flight if bound is not None}

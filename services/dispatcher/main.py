@@ -13,6 +13,7 @@ from datetime import timedelta
 import aiohttp
 import asyncpg
 
+from services.dispatcher import capacity
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.audit import findings
 from services.dispatcher.batch import Batch
@@ -63,6 +64,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     measured = counted if counted is not None else DispatcherMetrics()
     principals = PrincipalsWatcher(config.principals_file, config.principals_reload_interval_s)
     tool_topics = sorted({tool.topic for tool in registry.tools if tool.adapter == "kafka"})
+    bounded = sorted({tool.name for tool in registry.tools if tool.max_in_flight is not None})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
              EFFECT_RECEIPTS: config.reply_topic, LEDGER_RESOLUTIONS: config.resolutions_topic}
     service = ConsumerService(
@@ -86,7 +88,7 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         scheduler = Scheduler(pool, batch, breakers, http, config, measured)
         tasks = [asyncio.create_task(wakeup.run(halt)),
                  asyncio.create_task(scheduler.run(wakeup, halt)),
-                 asyncio.create_task(_sample_backlog(pool, measured, halt)),
+                 asyncio.create_task(_sample_backlog(pool, measured, halt, bounded)),
                  asyncio.create_task(policy.watcher.watch()),
                  asyncio.create_task(principals.watch())]
         try:
@@ -134,13 +136,16 @@ def _proposer(config: DispatcherSettings, registry: ToolRegistry) -> Proposer | 
 
 
 async def _sample_backlog(pool: asyncpg.Pool, measured: DispatcherMetrics,
-                          halt: asyncio.Event, every_s: float = 5.0) -> None:
-    """Refresh the reconciliation-backlog gauges; a failed sample keeps the last values."""
+                          halt: asyncio.Event, bounded: list[str], every_s: float = 5.0) -> None:
+    """Refresh the backlog gauges (reconciliation, people, the bounded tools' lines); a failed
+    sample keeps the last values."""
     while not halt.is_set():
         try:
             async with pool.acquire() as conn:
                 measured.unresolved, measured.oldest_unresolved_s = await unresolved(conn)
                 measured.awaiting_review = await awaiting_review(conn)
+                if bounded:
+                    measured.in_line = await capacity.in_line(conn, bounded)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
             log.warning("backlog sample failed: %s", error)
         try:

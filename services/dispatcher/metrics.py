@@ -1,6 +1,6 @@
 """Dispatcher metrics (docs/design.md §8): attempts per intent (retry amplification), UNKNOWN
-outcomes, reconciliations, calls needing a person, resolutions, cancellations, compensations,
-stale writes refused, steps that failed.
+outcomes, reconciliations, calls needing a person, calls in line for a bounded tool,
+resolutions, cancellations, compensations, stale writes refused, steps that failed.
 
 Counted only after the transaction that decided them has committed, so a rolled-back step
 counts nothing. Each counter starts at 0 for every tool the registry names (``start_at_zero``): Prometheus'
@@ -45,6 +45,8 @@ class DispatcherMetrics:
         self.unresolved = 0
         self.oldest_unresolved_s = 0.0
         self.awaiting_review = 0
+        self.in_line: dict[str, int] = {}
+        """Calls in line per bounded tool (``capacity.py``), every bounded tool present."""
         catalog.gauge("dispatcher.retry_amplification", self._observe_amplification)
         catalog.gauge("dispatcher.reconciliation_backlog",
                       lambda _: [Observation(self.unresolved)])
@@ -52,6 +54,9 @@ class DispatcherMetrics:
                       lambda _: [Observation(self.oldest_unresolved_s)])
         catalog.gauge("dispatcher.manual_review_waiting",
                       lambda _: [Observation(self.awaiting_review)])
+        catalog.gauge("dispatcher.calls_in_line",
+                      lambda _: [Observation(calls, {"tool": tool})
+                                 for tool, calls in self.in_line.items()])
 
     def start_at_zero(self, tools: Iterable[str]) -> None:
         """Every counter's series for each of ``tools``, at 0. Only once the process's meter

@@ -90,8 +90,9 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
 
 
 async def test_the_backlog_gauges_read_no_whole_table(pool):
-    """Sampled every 5 s by every replica (unknown outcomes, their age, calls awaiting a person):
-    they read only the calls in those states, never every call there ever was."""
+    """Sampled every 5 s by every replica (unknown outcomes, their age, calls awaiting a person,
+    calls in line for a bounded tool): they read only the calls in those states, never every
+    call there ever was."""
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
     async with rolled_back(pool) as conn:
         await fill_history(conn, prefix)
@@ -99,10 +100,15 @@ async def test_the_backlog_gauges_read_no_whole_table(pool):
                            " WHEN $1 THEN 'UNKNOWN' ELSE 'MANUAL_REVIEW' END"
                            " WHERE operation_key IN ($1, $2)", f"{prefix}key-500",
                            f"{prefix}key-501")
+        await conn.execute("UPDATE dispatcher.calls SET capacity = 'waiting'"
+                           " WHERE operation_key = $1", f"{prefix}key-502")
         explaining = Explaining(conn)
         unknown, _ = await repo.unresolved(explaining)  # type: ignore[arg-type]
         awaiting = await repo.awaiting_review(explaining)  # type: ignore[arg-type]
+        in_line = await capacity.in_line(explaining,  # type: ignore[arg-type]
+                                         ["wallet.debit", "wallet.refund"])
 
     assert unknown >= 1 and awaiting >= 1
-    assert len({sql for _, sql, _ in explaining.plans}) == 2
+    assert in_line["wallet.debit"] >= 1 and in_line["wallet.refund"] == 0
+    assert len({sql for _, sql, _ in explaining.plans}) == 3
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []

@@ -32,7 +32,6 @@ def slots(in_use: int, in_line: int = 0, bound: int = 2) -> Capacity:
     return capacity
 
 
-
 TABLE = {
     "an authorized call of a Kafka tool records its intent, then sends in the same step":
         (dict(call=a_call(S.AUTHORIZED)),

@@ -221,9 +221,10 @@ async def park_other_tests_calls(pool) -> None:
     earlier test left unfinished (its services stopped mid-way) must not be picked up by this
     test's dispatcher, nor its approval request, once lapsed, be denied by this test's policy
     sweep: the denial would go out on this test's topics, and its projection would announce
-    another test's call on this test's results topic."""
-    await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
-                       " WHERE next_action_at IS NOT NULL")
+    another test's call on this test's results topic. A call left in line for its tool's slots
+    leaves the line too: this test's sends would wait behind it, and admit it."""
+    await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL, capacity = NULL"
+                       " WHERE next_action_at IS NOT NULL OR capacity IS NOT NULL")
     await pool.execute("UPDATE policy.decisions SET expires_at = 'infinity'"
                        " WHERE outcome = 'awaiting_approval'")
 

@@ -41,6 +41,15 @@ from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA
 CAPACITY_RECHECK_S = 60.0
 """The longest a waiting call sleeps without being admitted (a safety net: admission wakes it)."""
 
+_MARKED = f"(SELECT count(*) FROM {SCHEMA}.calls WHERE capacity = '{{}}' AND tool_name = t.tool_name)"
+_IN_USE = (f"(SELECT count(*) FROM {SCHEMA}.attempts a JOIN {SCHEMA}.calls c USING (logical_call_id)"
+          "  WHERE a.status IS NULL AND a.deadline_at > now() AND c.tool_name = t.tool_name)"
+          f" + {_MARKED.format('admitted')}")
+"""SQL: the slots in use of the tool ``t.tool_name`` (one definition for the batch's count,
+the admission and the gauge)."""
+_IN_LINE = _MARKED.format("waiting")
+"""SQL: the calls in line for the tool ``t.tool_name``."""
+
 
 @dataclass
 class Capacity:
@@ -82,13 +91,7 @@ async def load(conn: asyncpg.Connection, bounds: dict[str, int]) -> Capacity:
     if not bounds:
         return capacity
     rows = await conn.fetch(
-        f"SELECT t.tool_name,"
-        f"  (SELECT count(*) FROM {SCHEMA}.attempts a JOIN {SCHEMA}.calls c USING (logical_call_id)"
-        "    WHERE a.status IS NULL AND a.deadline_at > now() AND c.tool_name = t.tool_name)"
-        f"  + (SELECT count(*) FROM {SCHEMA}.calls WHERE capacity = 'admitted'"
-        "      AND tool_name = t.tool_name) AS in_use,"
-        f"  (SELECT count(*) FROM {SCHEMA}.calls WHERE capacity = 'waiting'"
-        "    AND tool_name = t.tool_name) AS in_line"
+        f"SELECT t.tool_name, {_IN_USE} AS in_use, {_IN_LINE} AS in_line"
         " FROM unnest($1::text[]) AS t(tool_name)", list(bounds))
     for row in rows:
         capacity.in_use[row["tool_name"]] = row["in_use"]
@@ -103,12 +106,7 @@ async def admit(conn: asyncpg.Connection, bounds: dict[str, int]) -> int:
         return 0
     return await conn.fetchval(
         f"WITH free AS ("
-        "   SELECT t.tool_name, t.bound"
-        f"    - (SELECT count(*) FROM {SCHEMA}.attempts a JOIN {SCHEMA}.calls c"
-        "        USING (logical_call_id) WHERE a.status IS NULL AND a.deadline_at > now()"
-        "        AND c.tool_name = t.tool_name)"
-        f"    - (SELECT count(*) FROM {SCHEMA}.calls WHERE capacity = 'admitted'"
-        "        AND tool_name = t.tool_name) AS slots"
+        f"   SELECT t.tool_name, t.bound - ({_IN_USE}) AS slots"
         "   FROM unnest($1::text[], $2::int[]) AS t(tool_name, bound)),"
         " chosen AS ("
         "   SELECT line.logical_call_id FROM free CROSS JOIN LATERAL ("
@@ -126,10 +124,8 @@ async def admit(conn: asyncpg.Connection, bounds: dict[str, int]) -> int:
 
 async def in_line(conn: asyncpg.Connection, tools: list[str]) -> dict[str, int]:
     """Calls in line now for each of ``tools`` (0 included): the backlog gauge."""
-    rows = await conn.fetch(
-        f"SELECT t.tool_name, (SELECT count(*) FROM {SCHEMA}.calls"
-        "   WHERE capacity = 'waiting' AND tool_name = t.tool_name) AS calls"
-        " FROM unnest($1::text[]) AS t(tool_name)", tools)
+    rows = await conn.fetch(f"SELECT t.tool_name, {_IN_LINE} AS calls"
+                            " FROM unnest($1::text[]) AS t(tool_name)", tools)
     return {row["tool_name"]: row["calls"] for row in rows}
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import asyncpg
 
 from shared.contracts.dispatch import CallState
-from shared.messaging.versioning import Transitions
 from shared.runs import RunKey
 
 SCHEMA = "dispatcher"
@@ -205,22 +204,6 @@ async def attempts_of(conn: asyncpg.Connection,
     return found
 
 
-async def insert_attempt(conn: asyncpg.Connection, call: Call, attempt: int, kind: str, fence: int,
-                         worker_id: str, deadline_at: datetime) -> None:
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.attempts (logical_call_id, attempt, kind, fence, worker_id,"
-        " deadline_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        call.logical_call_id, attempt, kind, fence, worker_id, deadline_at)
-    column = "lookups = lookups + 1, " if kind == "lookup" else ""
-    await conn.execute(f"UPDATE {SCHEMA}.calls SET {column}attempts = attempts + 1"
-                       " WHERE logical_call_id = $1", call.logical_call_id)
-    if kind == "send" and call.compensates is None:
-        # The run's budget counts what it asks of the world; lookups (recovery) and
-        # compensations must never be starved by it.
-        await conn.execute(f"UPDATE {SCHEMA}.runs SET attempts_used = attempts_used + 1"
-                           " WHERE tenant_id = $1 AND run_id = $2", call.tenant_id, call.run_id)
-
-
 async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, attempt: int,
                          status: str, detail: str, receipt: dict[str, Any] | None) -> bool:
     """Record what an attempt came to, once: the first answer is the evidence; a later copy
@@ -231,31 +214,6 @@ async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, a
         " RETURNING true",
         logical_call_id, attempt, status, detail, json.dumps(receipt) if receipt else None)
     return bool(updated)
-
-
-class IllegalTransition(Exception):
-    """A bug or a lost race: the call is not where the step believed it was."""
-
-
-async def transition(conn: asyncpg.Connection, call: Call, to: CallState, *, fence: int,
-                     transitions: Transitions, next_action_at: datetime | None,
-                     **fields: Any) -> int:
-    """Compare-and-swap on the version read under lock, behind the legality gate; returns the
-    new version. ``fields``: reason, result, receipt_id, succeeded_at."""
-    if not transitions.permits(call.state, to):
-        raise IllegalTransition(f"{call.logical_call_id}: {call.state} -> {to} is not allowed")
-    assignments = "".join(f", {name} = ${index}" for index, name in enumerate(fields, start=6))
-    values = [json.dumps(value) if name == "result" and value is not None else value
-              for name, value in fields.items()]
-    version = await conn.fetchval(
-        f"UPDATE {SCHEMA}.calls SET state = $3, version = version + 1, fence = $4,"
-        f" next_action_at = $5, capacity = NULL, updated_at = now(){assignments}"
-        " WHERE logical_call_id = $1 AND version = $2 AND fence <= $4 RETURNING version",
-        call.logical_call_id, call.version, to, fence, next_action_at, *values)
-    if version is None:
-        raise IllegalTransition(f"{call.logical_call_id}: version {call.version} or fence {fence} "
-                                "is stale")
-    return version
 
 
 async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None) -> None:

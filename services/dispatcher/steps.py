@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import cancellations, events, leases, repository as repo, resolutions
+from services.dispatcher import cancellations, events, leases, moves, repository as repo, resolutions
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
@@ -31,10 +31,10 @@ from services.dispatcher.decide.actions import (AdvanceSaga, AfterCommit, Commit
                                                 Postpone, SettleOriginal, StartAttempt, StopRun,
                                                 WaitForCapacity)
 from services.dispatcher.decide.situation import dependency_of
+from services.dispatcher.moves import Moves, NewAttempt
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.saga import Saga
 from services.dispatcher.settings import DispatcherSettings
-from services.dispatcher.states import CALL_TRANSITIONS
 from shared.capabilities import PublicKeys
 from shared.contracts.dispatch import TOOL_ATTEMPT_STARTED
 from shared.db.unit_of_work import UnitOfWork
@@ -71,12 +71,18 @@ class StepReport:
     observed: list[tuple[str, str]]
 
 
+WRITE_BEHIND = (Move, StartAttempt, Count, CrashPoint, CommitEffect)
+"""The actions that need nothing of the database (``Move`` and ``StartAttempt`` add to the
+call's unwritten moves, the others to the transaction's outbox or to after its commit). Before
+any other action, and at the step's end, the call's moves are written: ``moves.py``."""
+
+
 @dataclass
 class Step:
-    """One step being applied: the call as the step has moved it, and what to do after commit."""
+    """One step being applied: its call's moves, and what to do after commit."""
 
     uow: UnitOfWork
-    call: Call
+    moves: Moves
     lease: leases.Lease
     now: datetime
     after: list[AfterCommit | HttpWork]
@@ -87,10 +93,17 @@ class Step:
     def conn(self):
         return self.uow.connection
 
+    @property
+    def call(self) -> Call:
+        """The call as the step has moved it."""
+        return self.moves.call
+
     async def move(self, call: Call, to, **fields) -> int:
-        """A compare-and-swap transition of ``call`` under this step's fence."""
-        return await repo.transition(self.conn, call, to, fence=self.lease.fence,
-                                     transitions=CALL_TRANSITIONS, **fields)
+        """A compare-and-swap transition of another ``call`` under this step's fence, now."""
+        return await moves.transition(self.conn, call, to, fence=self.lease.fence, **fields)
+
+    async def write(self) -> None:
+        await self.moves.write(self.conn, self.lease.fence)
 
 
 class Stepper:
@@ -117,9 +130,12 @@ class Stepper:
         repair = Repair(*known.resolution) if known.resolution is not None else None
         actions = decide(call, known.run, known.attempts, repair, now, fence=lease.fence,
                          tool=tool, judges=self._judges, capacity=known.capacity)
-        step = Step(uow, call, lease, now, [], [])
+        step = Step(uow, Moves(call), lease, now, [], [])
         for action in actions:
+            if not isinstance(action, WRITE_BEHIND):
+                await step.write()
             await self._apply(step, action, tool, known.capacity)
+        await step.write()
         return StepReport(step.after, step.observed)
 
     async def _apply(self, step: Step, action, tool: ToolSpec | None,
@@ -170,20 +186,17 @@ class Stepper:
         columns = {name: getattr(move, name)
                    for name in ("reason", "result", "receipt_id", "succeeded_at")
                    if getattr(move, name) is not None}
-        version = await step.move(step.call, move.to, next_action_at=move.next_action_at,
-                                  **columns)
-        step.call = step.call.with_version(move.to, version)
+        call = step.moves.move(move.to, next_action_at=move.next_action_at, **columns)
         event = {name: getattr(move, name)
                  for name in ("reason", "detail", "result", "receipt_id", "operator_id", "evidence")
                  if getattr(move, name) is not None}
-        self._events.call_event(step.uow, move.event, step.call, step.lease, state=move.to,
-                                version=version, attempt=move.attempt, **event)
+        self._events.call_event(step.uow, move.event, call, step.lease, state=move.to,
+                                version=call.version, attempt=move.attempt, **event)
 
     async def _start_attempt(self, step: Step, start: StartAttempt, tool: ToolSpec) -> None:
         call, lease, deadline = step.call, step.lease, start.deadline
         number = call.attempts + 1
-        await repo.insert_attempt(step.conn, call, number, start.kind, lease.fence,
-                                  lease.owner_id, deadline)
+        step.moves.start(NewAttempt(number, start.kind, lease.owner_id, deadline))
         attempt = Attempt(number, start.kind, lease.fence, lease.owner_id, step.now, deadline,
                           None, None, None, None)
         await self._move(step, Move(start.to, TOOL_ATTEMPT_STARTED, next_action_at=deadline,

@@ -1,0 +1,127 @@
+"""A step's moves of its call, written as one statement (``services/dispatcher/moves.py``), on
+real PostgreSQL: what the one write leaves (state, version, counters, the attempt, the run's
+budget) is what the moves said, and a write that lost its race leaves nothing at all: no
+state, no attempt, no budget used."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from services.dispatcher import repository as repo
+from services.dispatcher.moves import IllegalTransition, Moves, NewAttempt
+from shared.contracts.dispatch import CallState as S
+from shared.db.schemas import migrate_service
+from shared.runs import RunKey
+from tests.support.transactions import rolled_back
+
+pytestmark = pytest.mark.infra
+
+FENCE = 3
+
+
+@pytest.fixture(autouse=True)
+async def migrated(pool):
+    await migrate_service(pool, "dispatcher")
+
+
+async def new_call(conn, *, compensates: uuid.UUID | None = None) -> repo.Call:
+    run = RunKey("acme", f"run-{uuid.uuid4().hex[:8]}")
+    deadline = await conn.fetchval("SELECT now() + interval '1 minute'")
+    await repo.insert_run(conn, run, "agent-7", deadline, 5)
+    call_id = uuid.uuid4()
+    await repo.insert_call(conn, intent={
+        "logical_call_id": str(call_id), "run_id": run.run_id, "operation_key": f"key-{call_id}",
+        "tool_name": "wallet.debit", "tool_version": "1", "arguments_hash": "h",
+        "canonical_arguments": {"amount": 40}, "principal_id": "agent-7",
+        "tenant_id": run.tenant_id}, capability={}, policy_version="v1", deadline_at=deadline,
+        compensates=compensates)
+    return await repo.call_for_update(conn, call_id)
+
+
+async def row_of(conn, call: repo.Call) -> dict:
+    return dict(await conn.fetchrow(
+        "SELECT c.state, c.version, c.fence, c.attempts, c.lookups, c.next_action_at,"
+        " r.attempts_used, (SELECT count(*) FROM dispatcher.attempts a"
+        "   WHERE a.logical_call_id = c.logical_call_id) AS attempt_rows"
+        " FROM dispatcher.calls c JOIN dispatcher.runs r USING (tenant_id, run_id)"
+        " WHERE c.logical_call_id = $1", call.logical_call_id))
+
+
+async def first_send(conn, call: repo.Call, kind: str = "send") -> Moves:
+    """An authorization's step: the intent, attempt 1, DISPATCHING."""
+    now = await conn.fetchval("SELECT now()")
+    moves = Moves(call)
+    moves.move(S.INTENT_RECORDED, next_action_at=now)
+    moves.start(NewAttempt(1, kind, "worker-a", now + timedelta(seconds=5)))
+    moves.move(S.DISPATCHING, next_action_at=now + timedelta(seconds=5))
+    return moves
+
+
+async def test_two_moves_and_an_attempt_are_one_write_of_what_they_said(pool):
+    async with rolled_back(pool) as conn:
+        call = await new_call(conn)
+        moves = await first_send(conn, call)
+        unwritten = await row_of(conn, call)
+        assert (unwritten["state"], unwritten["attempt_rows"]) == ("AUTHORIZED", 0)
+        written = await moves.write(conn, FENCE)
+        row = await row_of(conn, call)
+        assert (row["state"], row["version"], row["fence"]) == ("DISPATCHING", call.version + 2,
+                                                                FENCE)
+        assert (row["attempts"], row["lookups"], row["attempt_rows"], row["attempts_used"]) == (
+            1, 0, 1, 1)
+        assert row["next_action_at"] == await conn.fetchval("SELECT now() + interval '5 s'")
+        assert written.version == row["version"] and not moves.pending
+        attempt = await conn.fetchrow("SELECT attempt, kind, fence, worker_id, status"
+                                      " FROM dispatcher.attempts WHERE logical_call_id = $1",
+                                      call.logical_call_id)
+        assert tuple(attempt) == (1, "send", FENCE, "worker-a", None)
+
+
+async def test_a_write_whose_row_moved_meanwhile_leaves_nothing(pool):
+    async with rolled_back(pool) as conn:
+        call = await new_call(conn)
+        moves = await first_send(conn, call)
+        # Another step moved the call after this one read it (the version it compares with).
+        await conn.execute("UPDATE dispatcher.calls SET version = version + 1"
+                           " WHERE logical_call_id = $1", call.logical_call_id)
+        before = await row_of(conn, call)
+        with pytest.raises(IllegalTransition, match="stale"):
+            await moves.write(conn, FENCE)
+        assert await row_of(conn, call) == before  # no state, no attempt, no budget used
+        assert before["attempt_rows"] == 0 and before["attempts_used"] == 0
+
+
+async def test_a_write_under_an_older_fence_than_the_rows_leaves_nothing(pool):
+    async with rolled_back(pool) as conn:
+        call = await new_call(conn)
+        await conn.execute("UPDATE dispatcher.calls SET fence = $2 WHERE logical_call_id = $1",
+                           call.logical_call_id, FENCE + 1)  # a later lease holder wrote it
+        before = await row_of(conn, call)
+        with pytest.raises(IllegalTransition):
+            await (await first_send(conn, call)).write(conn, FENCE)
+        assert await row_of(conn, call) == before
+
+
+@pytest.mark.parametrize("kind, compensation", [("lookup", False), ("send", True)])
+async def test_lookups_and_compensations_never_spend_the_runs_budget(pool, kind, compensation):
+    async with rolled_back(pool) as conn:
+        original = (await new_call(conn)).logical_call_id if compensation else None
+        call = await new_call(conn, compensates=original)
+        await (await first_send(conn, call, kind)).write(conn, FENCE)
+        row = await row_of(conn, call)
+        assert (row["attempts"], row["attempt_rows"], row["attempts_used"]) == (1, 1, 0)
+        assert row["lookups"] == (1 if kind == "lookup" else 0)
+
+
+async def test_an_illegal_move_is_refused_before_anything_is_written(pool):
+    async with rolled_back(pool) as conn:
+        call = await new_call(conn)
+        before = await row_of(conn, call)
+        moves = Moves(call)
+        with pytest.raises(IllegalTransition, match="not allowed"):
+            moves.move(S.SUCCEEDED, next_action_at=None)  # AUTHORIZED -> SUCCEEDED: no edge
+        await moves.write(conn, FENCE)
+        assert await row_of(conn, call) == before

@@ -3,6 +3,8 @@ transaction: ``project`` is set-based, so a batch costs the same few statements 
 
 from __future__ import annotations
 
+import uuid
+
 from services.projection import results
 from services.projection.facts import Delivery
 from services.projection.projector import project
@@ -22,7 +24,8 @@ class ProjectionHandler:
     def __init__(self, results_family: str) -> None:
         self._results_family = results_family
 
-    async def __call__(self, uow: UnitOfWork, deliveries: list[Delivery]) -> None:
+    async def __call__(self, uow: UnitOfWork, deliveries: list[Delivery]) -> set[uuid.UUID]:
+        """Returns the ids of the events new to the history (its own inbox: ``main.py``)."""
         def announce(call: CallRow, cause: Envelope) -> None:
             # Only the call's own tenant may read it: its topic, where the intake answered.
             topic = results_topic(call.tenant_id, self._results_family)
@@ -31,9 +34,10 @@ class ProjectionHandler:
                             **{"messaging.message.id": str(cause.event_id)}):
                 uow.emit(topic, results.announcement(call, cause))  # same transaction
 
-        await project(uow.connection, SCHEMA, deliveries, announce)
+        fresh = await project(uow.connection, SCHEMA, deliveries, announce)
         try:
             await faults.hit(CRASH_POINT)
         except faults.ResponseDropped as dropped:
             # A lost commit: the whole batch rolls back and is delivered again.
             raise RetryableError(f"injected at {dropped}") from dropped
+        return fresh

@@ -36,7 +36,8 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
     service = ConsumerService(
         name="projection", schema=SCHEMA, routes=Router(ROUTES, names),
         writes=(), crash_point="projection.after_commit",
-        batch_size=config.batch_size, decoder=delivered, set_wise=True)
+        batch_size=config.batch_size, decoder=delivered, set_wise=True,
+        inbox=False)  # the history, keyed by event id and kept for ever, is the inbox
     return await serve(service, settings, ProjectionHandler(config.results_family),
                        prepare=_migrate, migrated=lambda pool: expect_migrated(pool, SCHEMA, "query"),
                        stopping=stopping or stop_on_signals(), shown=(config,),

@@ -10,6 +10,7 @@ cannot move its totals, and the first time this reducer version meets it."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -32,14 +33,15 @@ Change = tuple[CallRow | None, CallRow]
 
 
 async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[Delivery],
-                  announce: Announce | None = None) -> int:
-    """Returns how many events were new to the history (the others change nothing)."""
+                  announce: Announce | None = None) -> set[uuid.UUID]:
+    """Returns the ids of the events new to the history (the others change nothing): the
+    history, keyed by event id and kept for ever, is the consumer's inbox."""
     facts = [read(delivery) for delivery in deliveries]
     fresh = await repo.append(conn, schema, facts)
     facts = [fact for fact in facts if fact.envelope.event_id in fresh]
     runs = sorted({fact.run_key for fact in facts if fact.call or fact.run})
     if not runs:
-        return len(facts)
+        return fresh
     stored = await repo.calls_by_id(conn, schema, {fact.call.logical_call_id
                                                     for fact in facts if fact.call})
     calls, changed = dict(stored), {}
@@ -59,7 +61,7 @@ async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[De
         changes[RunKey.of(after)].append((stored.get(call_id), after))
     with_facts = {fact.run_key for fact in facts if fact.run}
     await _move_runs(conn, schema, runs, changes, with_facts)
-    return len(facts)
+    return fresh
 
 
 async def _move_runs(conn: asyncpg.Connection, schema: str, runs: list[RunKey],

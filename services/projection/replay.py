@@ -157,7 +157,7 @@ async def drop_scratch(pool: asyncpg.Pool, scratch: str) -> None:
 
 async def _apply(pool: asyncpg.Pool, scratch: str, batch: list[Delivery]) -> int:
     async with pool.acquire() as conn, conn.transaction():
-        return await project(conn, scratch, batch)
+        return len(await project(conn, scratch, batch))
 
 
 def _by_id(calls: list[CallRow]) -> dict[uuid.UUID, CallRow]:

@@ -38,9 +38,10 @@ from shared.messaging.envelope import Envelope, decode
 
 log = logging.getLogger(__name__)
 Handler = Callable[[UnitOfWork, Any], Awaitable[None]]
-BatchHandler = Callable[[UnitOfWork, list[Any]], Awaitable[None]]
+BatchHandler = Callable[[UnitOfWork, list[Any]], Awaitable[set[uuid.UUID] | None]]
 """Applies every fresh event of a batch at once, in delivery order: a handler whose SQL is
-set-based (the projection's) then costs a few statements per batch instead of per event."""
+set-based (the projection's) then costs a few statements per batch instead of per event.
+A handler that deduplicates by itself (``inbox=False``) returns the ids it applied."""
 
 
 class Identified(Protocol):
@@ -83,11 +84,20 @@ Accepts = Mapping[str, frozenset[str]]
 class IdempotentConsumer:
     def __init__(self, name: str, schema: str, pool: asyncpg.Pool, handler: Handler | BatchHandler,
                  decoder: Decoder = decode_envelope, accepts: Accepts | None = None,
-                 set_wise: bool = False) -> None:
+                 set_wise: bool = False, inbox: bool = True) -> None:
         """``set_wise``: ``handler`` is a ``BatchHandler``; a batch that fails permanently is
-        then retried one event per call (``[event]``) to find the bad record."""
+        then retried one event per call (``[event]``) to find the bad record.
+
+        ``inbox=False``: the set-wise handler is its own inbox. Its first write is keyed by
+        the event id (``ON CONFLICT DO NOTHING``) in this transaction and kept at least as long
+        as an inbox row would be, and it returns the ids that write found new: the projection,
+        whose history is kept for ever. An inbox marker would then be a second write of the
+        same fact on every event."""
+        if not inbox and not set_wise:
+            raise ValueError("only a set-wise handler can deduplicate by itself")
         self.name = name
         self._set_wise = set_wise
+        self._inbox = inbox
         self._accepts = accepts
         """A record of another type on a topic is dead-lettered, never handled: an approval
         topic that anyone may write to must not carry a forged ``ProposalAccepted``."""
@@ -120,8 +130,8 @@ class IdempotentConsumer:
             except PermanentError as error:
                 decoded.append((record, error))
         async with UnitOfWork(self._pool, self.schema) as uow:
-            fresh = await uow.claim(self.name, [item.event_id for _, item in decoded
-                                                if not isinstance(item, PermanentError)])
+            ids = [item.event_id for _, item in decoded if not isinstance(item, PermanentError)]
+            fresh = await uow.claim(self.name, ids) if self._inbox else set(ids)
             together: list[tuple[ConsumerRecord, Identified]] = []
             for record, item in decoded:
                 if isinstance(item, PermanentError):
@@ -140,9 +150,9 @@ class IdempotentConsumer:
                     fresh.discard(item.event_id)  # a second copy in this batch is a duplicate
                     report.applied_one(record, item)
             if together:
-                await self._handler(uow, [item for _, item in together])
+                applied = await self._handler(uow, [item for _, item in together])
                 for record, item in together:
-                    report.applied_one(record, item)
+                    self._counted(report, record, item, applied)
             await uow.commit()
         return report
 
@@ -158,12 +168,20 @@ class IdempotentConsumer:
         try:
             async with uow.savepoint():
                 with _applying(record, envelope):
-                    await self._handler(uow, [envelope] if self._set_wise else envelope)
-            report.applied_one(record, envelope)
+                    applied = await self._handler(uow, [envelope] if self._set_wise else envelope)
+            self._counted(report, record, envelope, applied)
         except Exception as error:
             if is_retryable(error):
                 raise
             await self._dead_letter(uow, record, envelope, f"{type(error).__name__}: {error}", report)
+
+    def _counted(self, report: BatchReport, record: ConsumerRecord, item: Identified,
+                 applied: set[uuid.UUID] | None) -> None:
+        """``applied``: what a handler that is its own inbox applied (None: everything)."""
+        if self._inbox or item.event_id in (applied or ()):
+            report.applied_one(record, item)
+        else:
+            report.duplicates += 1
 
     async def _dead_letter(self, uow: UnitOfWork, record: ConsumerRecord,
                            envelope: Identified | None, reason: str, report: BatchReport) -> None:

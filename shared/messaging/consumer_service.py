@@ -64,6 +64,8 @@ class ConsumerService:
     decoder: Decoder = decode_envelope
     set_wise: bool = False
     """The handler applies a batch's fresh events in one call (a ``BatchHandler``)."""
+    inbox: bool = True
+    """False: the set-wise handler deduplicates by itself (``IdempotentConsumer``)."""
     priority: tuple[str, ...] = ()
     """Consumed topics read by a subscriber of their own, in consumer group
     ``priority_group(name)`` (same inbox), so that their records never wait behind a backlog
@@ -110,7 +112,7 @@ async def serve(service: ConsumerService, settings: Settings,
             consumer = IdempotentConsumer(service.name, service.schema, pool,
                                           handler or service.routes, decoder=service.decoder,
                                           accepts=service.routes.accepts,
-                                          set_wise=service.set_wise)
+                                          set_wise=service.set_wise, inbox=service.inbox)
             broker = new_broker(endpoints.kafka_bootstrap, logger=None,
                                 graceful_timeout=SHUTDOWN_GRACE_S)
             lanes = {service.name: [t for t in consumes if t not in service.priority],

@@ -133,6 +133,48 @@ async def test_a_set_wise_batch_that_fails_is_applied_event_by_event_around_the_
     assert [skipping.event_id] in calls  # isolated: alone in its call
 
 
+def _own_inbox(probe: Probe) -> IdempotentConsumer:
+    """A set-wise consumer whose handler is its own inbox, as the projection's history is: its
+    first write is keyed by event id and says which events were new."""
+
+    async def apply_new(uow, envelopes):
+        fresh = {row["event_id"] for row in await uow.connection.fetch(
+            f'INSERT INTO "{probe.schema}".seen (event_id) SELECT unnest($1::uuid[])'
+            " ON CONFLICT DO NOTHING RETURNING event_id",
+            [envelope.event_id for envelope in envelopes])}
+        for envelope in envelopes:
+            if envelope.event_id in fresh:
+                await probe.apply(uow, envelope)
+        return fresh
+
+    return IdempotentConsumer("probe", probe.schema, probe.pool, apply_new, set_wise=True,
+                              inbox=False)
+
+
+async def test_a_handler_that_is_its_own_inbox_applies_every_copy_once_and_counts_the_rest(
+        probe, endpoints):
+    await probe.fetchval("CREATE TABLE {s}.seen (event_id uuid PRIMARY KEY)")
+    a1, a2, poison = _seen("a", 1), _seen("a", 2), _seen("b", 7)
+    consumer = _own_inbox(probe)
+    async with consuming(endpoints.kafka_bootstrap, consumer, probe.topic):
+        await _produce(endpoints.kafka_bootstrap, probe.topic, [_record(a1), _record(a1)])
+        assert await wait_for(lambda: _applied_is(probe, 1), timeout=30)
+        # a copy in a later batch, a new event, and one the handler refuses
+        await _produce(endpoints.kafka_bootstrap, probe.topic,
+                       [_record(a1), _record(poison), _record(a2)])
+        assert await wait_for(lambda: _applied_is(probe, 2), timeout=30)
+        assert await wait_for(lambda: _dead_letters_are(probe, 1), timeout=10)
+    assert await probe.fetchval(
+        "SELECT array_agg(seq ORDER BY n) FROM {s}.applied WHERE item = 'a'") == [1, 2]
+    assert (consumer.totals.applied, consumer.totals.duplicates) == (2, 2)
+    assert await probe.fetchval("SELECT count(*) FROM {s}.inbox") == 0  # no second write
+
+
+def test_only_a_set_wise_handler_can_be_its_own_inbox(probe):
+    with pytest.raises(ValueError, match="set-wise"):
+        IdempotentConsumer("probe", probe.schema, probe.pool, probe.apply, inbox=False)
+
+
 async def test_a_retryable_failure_redelivers_the_batch_and_applies_it_once(probe, endpoints):
     calls = 0
 

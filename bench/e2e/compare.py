@@ -5,7 +5,9 @@ machine.
 The two sides alternate (A B, then B A, …: neither always runs first, on a cooler or warmer
 machine), each run on fresh Kafka and PostgreSQL data directories of its own home, stopped and
 purged after it. REF runs from a detached git worktree with this tree's virtualenv (its
-dependencies must match). Every other argument goes to both sides unchanged. The report,
+dependencies must match); B from a copy of this tree taken when the A/B starts, so that an edit
+made while it runs cannot reach B's later rounds. Every other argument goes to both sides
+unchanged. The report,
 ``compare.json`` beside each run's own directory, gives per figure each run's value and the
 median ratio B/A (B: this tree), so a change reads as "0.81× the statements".
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,24 +42,40 @@ def main(argv: list[str]) -> int:
     args, bench_args = parser.parse_known_args(argv)
     args.out = args.out.resolve()  # each side runs in its own tree: a relative path differs
     with tempfile.TemporaryDirectory(prefix="intentledger-compare-") as scratch:
-        ref_tree = Path(scratch) / "ref"
+        ref_tree, this_tree = Path(scratch) / "ref", Path(scratch) / "this"
+        this = _snapshot(this_tree)
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(ref_tree),
                         args.compare], check=True, capture_output=True)
         try:
             results = {"A": [], "B": []}
             for round_ in range(args.rounds):
                 for side in ("AB" if round_ % 2 == 0 else "BA"):
-                    tree = ref_tree if side == "A" else ROOT
+                    tree = ref_tree if side == "A" else this_tree
                     out = args.out / f"{side}{round_ + 1}"
                     results[side].append(_run(tree, out, bench_args, Path(scratch) / "home"))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(ref_tree)], check=False, capture_output=True)
-    report = compare(results, ref=args.compare, bench_args=bench_args)
+    report = compare(results, ref=args.compare, this=this, bench_args=bench_args)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(report, indent=2) + "\n")
     _print(report)
     return 0 if all(r["passed"] for side in results.values() for r in side) else 1
+
+
+def _snapshot(into: Path) -> str:
+    """Copy this tree's files as git sees them (tracked and untracked, not ignored) ``into``;
+    returns what B is: HEAD's commit, and whether the tree differed from it."""
+    def git(*arguments: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *arguments], check=True,
+                              capture_output=True, text=True).stdout
+
+    for name in git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0"):
+        if name and (ROOT / name).is_file():  # a tracked file deleted in the tree is left out
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    head = git("rev-parse", "--short", "HEAD").strip()
+    return f"this tree ({head}{', with changes not committed' if git('status', '--porcelain') else ''})"
 
 
 def _run(tree: Path, out: Path, bench_args: list[str], home: Path) -> dict[str, Any]:
@@ -73,8 +92,8 @@ def _run(tree: Path, out: Path, bench_args: list[str], home: Path) -> dict[str, 
     return json.loads((out / "e2e.json").read_text())
 
 
-def compare(results: dict[str, list[dict[str, Any]]], *, ref: str,
-            bench_args: list[str]) -> dict[str, Any]:
+def compare(results: dict[str, list[dict[str, Any]]], *, ref: str, bench_args: list[str],
+            this: str = "this tree") -> dict[str, Any]:
     """Per figure: the runs' values on each side and the median of B over the median of A."""
     figures: dict[str, dict[str, Any]] = {}
     for name in HEADLINES:
@@ -83,7 +102,7 @@ def compare(results: dict[str, list[dict[str, Any]]], *, ref: str,
     for name in _budget_lines(results):
         figures[f"at {name[0]}/s: {name[1]}"] = _figure(
             [_budget(r, *name) for r in results["A"]], [_budget(r, *name) for r in results["B"]])
-    return {"a": ref, "b": "this tree", "bench_args": bench_args,
+    return {"a": ref, "b": this, "bench_args": bench_args,
             "passed": {side: [r["passed"] for r in runs] for side, runs in results.items()},
             "figures": figures}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import cancellations, events, leases, moves, repository as repo, resolutions
+from services.dispatcher import cancellations, events, leases, repository as repo, resolutions
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
@@ -31,7 +31,7 @@ from services.dispatcher.decide.actions import (AdvanceSaga, AfterCommit, Commit
                                                 Postpone, SettleOriginal, StartAttempt, StopRun,
                                                 WaitForCapacity)
 from services.dispatcher.decide.situation import dependency_of
-from services.dispatcher.moves import Moves, NewAttempt
+from services.dispatcher.moves import COLUMNS, Moves, NewAttempt, transition
 from services.dispatcher.repository import Attempt, Call, Run
 from services.dispatcher.saga import Saga
 from services.dispatcher.settings import DispatcherSettings
@@ -100,7 +100,7 @@ class Step:
 
     async def move(self, call: Call, to, **fields) -> int:
         """A compare-and-swap transition of another ``call`` under this step's fence, now."""
-        return await moves.transition(self.conn, call, to, fence=self.lease.fence, **fields)
+        return await transition(self.conn, call, to, fence=self.lease.fence, **fields)
 
     async def write(self) -> None:
         await self.moves.write(self.conn, self.lease.fence)
@@ -183,9 +183,8 @@ class Stepper:
                 raise TypeError(f"no executor for {action!r}")
 
     async def _move(self, step: Step, move: Move) -> None:
-        columns = {name: getattr(move, name)
-                   for name in ("reason", "result", "receipt_id", "succeeded_at")
-                   if getattr(move, name) is not None}
+        columns = {name: getattr(move, name) for name in COLUMNS
+                   if name != "next_action_at" and getattr(move, name) is not None}
         call = step.moves.move(move.to, next_action_at=move.next_action_at, **columns)
         event = {name: getattr(move, name)
                  for name in ("reason", "detail", "result", "receipt_id", "operator_id", "evidence")

@@ -3,7 +3,8 @@
 For a batch of records, in ONE PostgreSQL transaction: decode each record (our envelope by
 default; a service reading outside messages, like the intake, brings a decoder that names the
 record's dedup id), insert inbox markers (event id = dedup key, so a republished copy at
-another offset is still a duplicate),
+another offset is still a duplicate; a handler whose own first write is keyed so is its own
+inbox: ``inbox=False``),
 apply the fresh ones through the service's handler (one call per event, or, for a handler
 that works set-wise, one call for all of them), write any outbox rows the handler emits,
 and commit. Only then may the caller commit Kafka offsets: offsets never run ahead of

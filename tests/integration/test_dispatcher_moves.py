@@ -15,6 +15,7 @@ from services.dispatcher.moves import IllegalTransition, Moves, NewAttempt
 from shared.contracts.dispatch import CallState as S
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
+from tests.support.dispatch import debit_intent
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -28,17 +29,12 @@ async def migrated(pool):
 
 
 async def new_call(conn, *, compensates: uuid.UUID | None = None) -> repo.Call:
-    run = RunKey("acme", f"run-{uuid.uuid4().hex[:8]}")
-    deadline = await conn.fetchval("SELECT now() + interval '1 minute'")
-    await repo.insert_run(conn, run, "agent-7", deadline, 5)
-    call_id = uuid.uuid4()
-    await repo.insert_call(conn, intent={
-        "logical_call_id": str(call_id), "run_id": run.run_id, "operation_key": f"key-{call_id}",
-        "tool_name": "wallet.debit", "tool_version": "1", "arguments_hash": "h",
-        "canonical_arguments": {"amount": 40}, "principal_id": "agent-7",
-        "tenant_id": run.tenant_id}, capability={}, policy_version="v1", deadline_at=deadline,
-        compensates=compensates)
-    return await repo.call_for_update(conn, call_id)
+    intent = debit_intent(f"wallet-{uuid.uuid4().hex[:6]}")
+    await repo.insert_run(conn, RunKey.of(intent), intent.principal_id, intent.deadline_at, 5)
+    await repo.insert_call(conn, intent=intent.model_dump(mode="json"), capability={},
+                           policy_version="v1", deadline_at=intent.deadline_at,
+                           compensates=compensates)
+    return await repo.call_for_update(conn, intent.logical_call_id)
 
 
 async def row_of(conn, call: repo.Call) -> dict:

@@ -81,8 +81,8 @@ TOPICS = (
           True),
     Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome; one topic "
           "per tenant, only its agents read it",
-          "agent.results.schema.json", "run id", ("proposal-intake", "projection"), (), True,
-          per_tenant=True),
+          "agent.results.schema.json", "run id", ("proposal-intake", "dispatcher", "projection"),
+          (), True, per_tenant=True),
     Topic(LEDGER_INTAKE, "accepted intents and the intake's other answers",
           "ledger.intake.schema.json", "run id", ("proposal-intake",), ("policy", "projection"),
           False),

@@ -1,4 +1,11 @@
-"""Writing the dispatcher's events into the step's transaction (never published directly)."""
+"""Writing the dispatcher's events into the step's transaction (never published directly).
+
+A move into a state the agent is told about (``states.SETTLED``) is also announced to the
+agent that proposed the call, on its tenant's ``agent.results.<tenant>``, in the same
+transaction: the agent learns the outcome one hop after the dispatcher records it, instead of
+waiting for the projection to read it back (docs/design.md §2). The projection announces only
+what the policy decides.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +14,44 @@ from typing import Any
 
 from services.dispatcher.leases import Lease
 from services.dispatcher.repository import Attempt, Call
-from shared.contracts.dispatch import CallEvent, CallState
+from services.dispatcher.states import SETTLED
+from shared.contracts.dispatch import RUN_ABORTED, CallEvent, CallState
 from shared.contracts.effects import EFFECT_COMMITTED, CommittedEffect
+from shared.contracts.results import TOOL_CALL_SETTLED, ToolCallSettled
 from shared.db.unit_of_work import UnitOfWork
 from shared.messaging.envelope import Envelope
-from shared.topology import LEDGER_DISPATCH, LEDGER_EFFECTS
+from shared.topology import AGENT_RESULTS, LEDGER_DISPATCH, LEDGER_EFFECTS, results_topic
 
 PRODUCER = "dispatcher"
 
 
 class Recorder:
-    """Writes the dispatcher's events to its two outbound topics (configurable, so that tests
-    and deployments can move them)."""
+    """Writes the dispatcher's events to its outbound topics (configurable, so that tests and
+    deployments can move them)."""
 
     def __init__(self, dispatch_topic: str = LEDGER_DISPATCH,
-                 effects_topic: str = LEDGER_EFFECTS) -> None:
+                 effects_topic: str = LEDGER_EFFECTS,
+                 results_family: str = AGENT_RESULTS) -> None:
         self.dispatch_topic = dispatch_topic
         self.effects_topic = effects_topic
+        self.results_family = results_family
 
     def call_event(self, uow: UnitOfWork, event_type: str, call: Call, lease: Lease, *,
                    state: CallState, version: int, attempt: Attempt | None = None,
                    **fields: Any) -> None:
-        _call_event(uow, self.dispatch_topic, event_type, call, lease, state=state,
-                    version=version, attempt=attempt, **fields)
+        """``call`` moved to ``state`` (at ``version``): its event, and its announcement when
+        the agent is told about that state. A saga's compensation is no agent's call."""
+        event, envelope = _call_event(uow, self.dispatch_topic, event_type, call, lease,
+                                      state=state, version=version, attempt=attempt, **fields)
+        if state in SETTLED and call.compensates is None:
+            _settled(uow, results_topic(call.tenant_id, self.results_family), call, event,
+                     envelope)
+
+    def run_aborted(self, uow: UnitOfWork, call: Call, lease: Lease, *, reason: str,
+                    detail: str | None) -> None:
+        """The run stopped while ``call`` stays where it is: nothing to announce."""
+        _call_event(uow, self.dispatch_topic, RUN_ABORTED, call, lease, state=call.state,
+                    version=call.version, reason=reason, detail=detail)
 
     def committed_effect(self, uow: UnitOfWork, call: Call, attempt: Attempt,
                          result: dict[str, Any], receipt_id: str) -> None:
@@ -38,7 +60,7 @@ class Recorder:
 
 def _call_event(uow: UnitOfWork, topic: str, event_type: str, call: Call, lease: Lease, *,
                 state: CallState, version: int, attempt: Attempt | None = None,
-                **fields: Any) -> None:
+                **fields: Any) -> tuple[CallEvent, Envelope]:
     event = CallEvent(
         run_id=call.run_id, logical_call_id=call.logical_call_id, operation_key=call.operation_key,
         tool_name=call.tool_name, tool_version=call.tool_version, principal_id=call.principal_id,
@@ -47,8 +69,26 @@ def _call_event(uow: UnitOfWork, topic: str, event_type: str, call: Call, lease:
         attempt=attempt.attempt if attempt else None,
         attempt_kind=attempt.kind if attempt else None,
         compensates=call.compensates, at=datetime.now(UTC), **fields)
-    uow.emit(topic, Envelope.new(event_type=event_type, run_id=call.run_id, producer=PRODUCER,
-                                 payload=event.model_dump(mode="json")))
+    envelope = Envelope.new(event_type=event_type, run_id=call.run_id, producer=PRODUCER,
+                            payload=event.model_dump(mode="json"))
+    uow.emit(topic, envelope)
+    return event, envelope
+
+
+def _settled(uow: UnitOfWork, topic: str, call: Call, event: CallEvent,
+             cause: Envelope) -> None:
+    """⚑ What the agent reads: the call's settled state with only the validated result the
+    dispatcher recorded (a later state, COMPENSATED, keeps the result of the effect it undid).
+    ``cause`` is ``event``'s envelope, so the announcement continues its trace."""
+    payload = ToolCallSettled(
+        run_id=call.run_id, call_id=call.intent["provider_call_id"],
+        logical_call_id=call.logical_call_id, operation_key=call.operation_key,
+        tool_name=call.tool_name, tool_version=call.tool_version, status=event.state,
+        reason_code=event.reason, receipt_id=event.receipt_id or call.receipt_id,
+        result=event.result if event.result is not None else call.result, settled_at=event.at)
+    uow.emit(topic, Envelope.new(event_type=TOOL_CALL_SETTLED, run_id=call.run_id,
+                                 producer=PRODUCER, payload=payload.model_dump(mode="json"),
+                                 causation=cause))
 
 
 def _committed_effect(uow: UnitOfWork, topic: str, call: Call, attempt: Attempt,

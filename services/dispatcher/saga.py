@@ -19,7 +19,7 @@ from services.dispatcher.repository import Call
 from services.dispatcher.settings import DispatcherSettings
 from shared.contracts.compensations import COMPENSATION_PROPOSED, CompensationProposal
 from shared.contracts.dispatch import (COMPENSATION_REQUESTED, COMPENSATION_SETTLED,
-                                       DISPATCH_REFUSED, RUN_ABORTED, CallState as S,
+                                       DISPATCH_REFUSED, CallState as S,
                                        DispatchReason)
 from shared.contracts.intake import Intent
 from shared.messaging.envelope import Envelope
@@ -48,8 +48,8 @@ class Saga:
         if not await repo.abort_run(step.conn, call.run, stop.reason, stop.detail,
                                     compensate=stop.compensate):
             return
-        self._events.call_event(step.uow, RUN_ABORTED, call, step.lease, state=call.state,
-                                version=call.version, reason=stop.reason, detail=stop.detail)
+        self._events.run_aborted(step.uow, call, step.lease, reason=stop.reason,
+                                 detail=stop.detail)
         if stop.reason == DispatchReason.RUN_CANCELLED:
             reason, detail = DispatchReason.RUN_CANCELLED, stop.detail
         else:

@@ -11,8 +11,9 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.identity.signatures import SigningKey, load_signing_key, parse_signing_key
-from shared.topology import (EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
-                             LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_RESOLUTIONS)
+from shared.topology import (AGENT_RESULTS, EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS,
+                             LEDGER_COMPENSATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS,
+                             LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -55,6 +56,9 @@ class DispatcherSettings(BaseSettings):
     """Where compensations are proposed to the policy."""
     reply_topic: str = EFFECT_RECEIPTS
     """Named in every Kafka effect request; downstreams answer there."""
+    results_family: str = AGENT_RESULTS
+    """Where settled calls are announced to the agents that proposed them: tenant T's on topic
+    ``<results_family>.T``, as the intake's answers (``shared.topology.results_topic``)."""
     lease_ttl_s: float = Field(default=10.0, gt=0)
     """A worker holds a run this long after its last step; a dead worker's runs are taken over
     after at most this."""

@@ -113,7 +113,8 @@ class Stepper:
         self._registry = registry
         self._settings = settings
         self._judges = Judges(settings, policy, keys, breakers)
-        self._events = events.Recorder(settings.dispatch_topic, settings.effects_topic)
+        self._events = events.Recorder(settings.dispatch_topic, settings.effects_topic,
+                                       settings.results_family)
         self._saga = Saga(registry, policy, proposer, settings, self._events, self.tool_of)
 
     def tool_of(self, call: Call) -> ToolSpec | None:

@@ -1,7 +1,7 @@
 """Applying ledger events to a projection schema, inside the caller's transaction: append them
 to the history, fold them into their calls with the reducer, move their runs and each run's
 projection hash. The live consumer and the replay both call ``project``; only the consumer
-announces settled calls.
+announces calls, and only what the policy decided (``reducer.announced``).
 
 A batch reads only its own calls and its runs' rows: each run moves by the calls that changed
 (``tally.py``), so an event costs the same in a run of ten calls as in a run of ten thousand. A

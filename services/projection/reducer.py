@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
-from services.projection.facts import AWAITING_APPROVAL, CallFact, RunFact
+from services.projection.facts import AWAITING_APPROVAL, DISPATCHER, CallFact, RunFact
 from shared.messaging.versioning import Advance
 
 REDUCER_VERSION = "projection.v2"
@@ -122,9 +122,13 @@ people (the agent tells its user; the settled state follows)."""
 
 
 def announced(row: CallRow | None) -> str | None:
-    """The state an agent can be told about: it needs the provider call id to pair the answer
-    with its tool call (a saga's compensation has none: no agent proposed it)."""
-    if row is None or row.state not in ANNOUNCED or row.provider_call_id is None:
+    """The state the projection tells an agent about: one the policy decided (awaiting
+    approval, denied). The dispatcher announces the states it moves a call into itself, in the
+    transaction that moves it, a hop sooner (``services/dispatcher/events.py``). The agent
+    needs the provider call id to pair the answer with its tool call (a saga's compensation
+    has none: no agent proposed it)."""
+    if (row is None or row.stage >= DISPATCHER or row.state not in ANNOUNCED
+            or row.provider_call_id is None):
         return None
     return row.state
 

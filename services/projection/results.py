@@ -1,5 +1,6 @@
-"""Telling the agent what became of a call it proposed, on its tenant's
-``agent.results.<tenant>`` (⚑): that it awaits approval, then that it has settled."""
+"""Telling the agent what the policy made of a call it proposed, on its tenant's
+``agent.results.<tenant>`` (⚑): that it awaits approval, or that it was denied. What the
+dispatcher makes of it, the dispatcher announces (``services/dispatcher/events.py``)."""
 
 from __future__ import annotations
 

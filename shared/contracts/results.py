@@ -3,12 +3,12 @@ that asked. The model is the agent client's (``intentledger_client.contracts``):
 with the class the projection writes with.
 
 The intake answers each proposal on its tenant's ``agent.results.<tenant>`` at once
-(``ProposalOutcome``); once the call settles, the projection adds one ``ToolCallSettled``,
-correlated by the same provider call id (``call_id``). A call may settle more than once over
-its life — SUCCEEDED, then COMPENSATED by a saga; MANUAL_REVIEW, then resolved by an
-operator: each settled state the projection records is announced once, and the latest is
-always announced (when the ledger's events arrive late, an earlier settled state may be
-skipped).
+(``ProposalOutcome``); once the call settles, one ``ToolCallSettled`` follows, correlated by
+the same provider call id (``call_id``): from the dispatcher, in the transaction that records
+the state, or from the projection for what the policy decided (denied; awaiting approval is
+``ToolCallAwaitingApproval``). A call may settle more than once over its life — SUCCEEDED,
+then COMPENSATED by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state is
+announced once, in the order the dispatcher recorded them.
 
 Tool output is untrusted data (docs/design.md §5.9): ``result`` holds only the fields the tool's
 result schema declares, validated and size-checked by the dispatcher before it recorded them.

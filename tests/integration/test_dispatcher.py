@@ -9,18 +9,20 @@ import json
 from functools import partial
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from services.dispatcher import metrics
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.repository import unresolved
 from shared.operator.resolve import ResolutionRequest, resolve
 from shared.messaging import lag
+from shared.messaging.schema_export import SCHEMAS
 from shared.operator.publish import publish
 from tests.support.identities import Posing, local, signer
 from tests.support.dispatch import (ALLOW_ALL, DENY_DEBITS, Stage, attempts, authorization,
                                     call_row, call_state, debit_intent, dispatcher_stage,
                                     settled)
-from tests.support.dispatching import authorize, running
+from tests.support.dispatching import announcements, authorize, running
 from tests.support.kafka import wait_for
 from tests.support.wallet import balance, debits_under, new_wallet
 
@@ -52,6 +54,19 @@ async def test_an_authorized_debit_is_applied_once_and_recorded(stage, pool):
     behind = {where: n for where, n in lag.current("dispatcher").items()
               if where[0] == stage.authorizations}
     assert behind and set(behind.values()) == {0}  # the consumer-lag gauge: caught up
+    # The agent is told once, by the transaction that settled the call, with the validated
+    # result the dispatcher recorded, in the shape the published schema gives.
+    [told] = await announcements(pool, stage, intent.logical_call_id)
+    Draft202012Validator(json.loads((SCHEMAS / "agent.results.schema.json").read_text())) \
+        .validate(told)
+    payload = told["payload"]
+    assert (payload["call_id"], payload["status"], payload["receipt_id"], payload["result"]) == (
+        intent.provider_call_id, "SUCCEEDED", row["receipt_id"], json.loads(row["result"]))
+    assert told["causation_id"] == await pool.fetchval(
+        "SELECT envelope->>'event_id' FROM dispatcher.outbox WHERE topic = $1"
+        " AND envelope->'payload'->>'logical_call_id' = $2"
+        " AND envelope->'payload'->>'state' = 'SUCCEEDED'", stage.dispatch,
+        str(intent.logical_call_id))
 
 
 async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
@@ -77,6 +92,9 @@ async def test_a_lost_receipt_is_unknown_then_reconciled_by_lookup(stage, pool):
         assert backlog >= 1 and oldest_s >= 0
         assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
     assert await debits_under(pool, intent.operation_key) == 1
+    # UNKNOWN and RECONCILING are the ledger's business: the agent hears of the outcome once.
+    assert [e["payload"]["status"] for e in await announcements(
+        pool, stage, intent.logical_call_id)] == ["SUCCEEDED"]
     history = await attempts(pool, intent.logical_call_id)
     assert [(a["kind"], a["status"]) for a in history] == [("send", "unknown"), ("lookup", "applied")]
     assert history[1]["started_at"] >= history[0]["deadline_at"]  # no lookup while a send may land
@@ -114,6 +132,9 @@ async def test_a_lost_receipt_is_reconciled_by_a_replay_under_the_same_key(stage
         await authorize(stage, intent)
         assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
     assert await debits_under(pool, intent.operation_key) == 1
+    # UNKNOWN and RECONCILING are the ledger's business: the agent hears of the outcome once.
+    assert [e["payload"]["status"] for e in await announcements(
+        pool, stage, intent.logical_call_id)] == ["SUCCEEDED"]
     history = await attempts(pool, intent.logical_call_id)
     assert [(a["kind"], a["status"]) for a in history] == [("send", "unknown"), ("send", "applied")]
     assert (await call_row(pool, intent.logical_call_id))["state"] == "SUCCEEDED"
@@ -183,6 +204,10 @@ async def test_an_operator_settles_a_call_left_for_a_person_with_evidence(stage,
         "SELECT count(*) FROM dispatcher.outbox WHERE topic LIKE 'ledger.effects%'"
         " AND envelope->'payload'->>'logical_call_id' = $1", str(intent.logical_call_id))
     assert effects == 1
+    told = [e["payload"] for e in await announcements(pool, stage, intent.logical_call_id)]
+    assert [(p["status"], p["receipt_id"]) for p in told] == [("MANUAL_REVIEW", None),
+                                                             ("SUCCEEDED", receipt_id)]
+    assert told[0]["reason_code"] and told[1]["result"] == recorded["result"]
 
 
 async def lookup_receipt(pool, operation_key: str) -> dict:
@@ -214,6 +239,8 @@ async def test_no_dispatch_without_authority_at_dispatch_time(stage, pool, case)
                 "past_deadline": ("EXPIRED", "run_deadline_passed"),
                 "policy_changed_to_deny": ("DENIED", "policy_changed_to_deny")}[case]
     assert (state, (await call_row(pool, intent.logical_call_id))["reason"]) == expected
+    assert [(e["payload"]["status"], e["payload"]["reason_code"]) for e in await announcements(
+        pool, stage, intent.logical_call_id)] == [expected]
     assert await attempts(pool, intent.logical_call_id) == []
     assert await debits_under(pool, intent.operation_key) == 0
 
@@ -249,6 +276,7 @@ async def test_a_redelivered_authorization_dispatches_once(stage, pool):
         assert await settled(pool, intent.logical_call_id) == "SUCCEEDED"
     assert await debits_under(pool, intent.operation_key) == 1
     assert len(await attempts(pool, intent.logical_call_id)) == 1
+    assert len(await announcements(pool, stage, intent.logical_call_id)) == 1
 
 
 async def test_a_receipt_does_not_wait_behind_a_backlog_of_authorizations(stage, pool):

@@ -17,6 +17,7 @@ from shared import faults
 from shared.operator.publish import publish
 from tests.support.dispatch import (Stage, accepted, attempts, authorization, call_row,
                                     call_state, debit_intent, running_policy_on, settled)
+from tests.support.dispatching import announcements
 from tests.support.dispatcher_faults import (dispatcher, free_port, http_wallet,
                                              relay_and_wallet, stage)
 from tests.support.kafka import wait_for
@@ -148,6 +149,20 @@ async def test_a_failed_step_compensates_the_done_ones_in_reverse_each_once(stag
     assert await pool.fetchval("SELECT count(*) FROM wallet.refunds r JOIN wallet.debits d"
                                " USING (debit_id) WHERE d.operation_key = $1", debit.operation_key) == 1
     assert await balance(pool, wallet_id) == 10_000
+    # The agent hears each state once, through the crash; of the refunds, nothing: no agent
+    # proposed them.
+    told = {step.logical_call_id: [e["payload"]["status"] for e in await announcements(
+        pool, stage, step.logical_call_id)] for step in (reserve, debit, ship)}
+    assert told == {reserve.logical_call_id: ["SUCCEEDED", "COMPENSATED"],
+                    debit.logical_call_id: ["SUCCEEDED", "COMPENSATED"],
+                    ship.logical_call_id: ["FAILED"]}
+    assert await pool.fetchval(
+        "SELECT count(*) FROM dispatcher.outbox o JOIN dispatcher.calls c"
+        " ON c.logical_call_id::text = o.envelope->'payload'->>'logical_call_id'"
+        " WHERE o.envelope->>'event_type' = 'ToolCallSettled' AND c.compensates IS NOT NULL"
+        " AND c.run_id = $1", reserve.run_id) == 0
+    assert await pool.fetchval("SELECT count(*) FROM dispatcher.calls WHERE compensates IS NOT"
+                               " NULL AND run_id = $1", reserve.run_id) == 2
     assert await pool.fetchval("SELECT count(*) FROM warehouse.releases JOIN warehouse.reservations"
                                " USING (reservation_id) WHERE order_id = $1", order) == 1
     assert await pool.fetchval("SELECT available FROM warehouse.stock WHERE sku = $1", sku) == 10

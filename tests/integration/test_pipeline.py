@@ -92,12 +92,20 @@ async def test_an_agents_debit_is_authorized_applied_once_and_audited(stage, poo
     async with pipeline(stage):
         await propose(stage, debit(run_id, principal, wallet_id, "40.00", call_id="call-1",
                                    key="order-7"))
-        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(), until=1)
+        record, *_ = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(),
+                                      until=1)
         accepted = json.loads(record.value)
         call = uuid.UUID(accepted["payload"]["logical_call_id"])
         assert await settled(pool, call) == "SUCCEEDED"
+        records = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(),
+                                   until=2)
     assert (accepted["event_type"], accepted["payload"]["call_id"]) == (
         "ProposalAccepted", "call-1")
+    # No projection runs here: the agent's answer, then its settlement, both reach its topic.
+    told = {e["event_id"]: e for e in (json.loads(r.value) for r in records)}.values()
+    assert [(e["event_type"], e["producer"], e["payload"]["call_id"]) for e in told] == [
+        ("ProposalAccepted", "proposal-intake", "call-1"),
+        ("ToolCallSettled", "dispatcher", "call-1")]
     key = accepted["payload"]["operation_key"]
     allowed = await decision(pool, str(call), "allowed")
     assert (allowed["rule"], allowed["policy_version"], allowed["principal_id"]) == (
@@ -130,7 +138,8 @@ async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
     async with pipeline(stage):
         await propose(stage, debit(run_id, fresh_principal(), wallet_id, "10.00", call_id="call-t",
                                    key="order-t"), traceparent=f"00-{trace_id}-{'ab' * 8}-01")
-        [record] = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(), until=1)
+        record, *_ = await read_topic(stage.endpoints.kafka_bootstrap, stage.results_topic(),
+                                      until=1)
         call = uuid.UUID(json.loads(record.value)["payload"]["logical_call_id"])
         assert await settled(pool, call) == "SUCCEEDED"
     traced = {}
@@ -141,7 +150,7 @@ async def test_one_trace_follows_a_proposal_through_every_service(stage, pool):
             traced[(schema, row["type"])] = (row["traceparent"] or "").split("-")[1:2]
     assert {("proposal_intake", "ProposalAccepted"), ("policy", "AuthorizationAllowed"),
             ("dispatcher", "EffectRequested"), ("wallet", "EffectReceiptIssued"),
-            ("dispatcher", "EffectCommitted")} <= set(traced)
+            ("dispatcher", "EffectCommitted"), ("dispatcher", "ToolCallSettled")} <= set(traced)
     assert {tuple(ids) for ids in traced.values()} == {(trace_id,)}
 
 

@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 
+from services.projection.facts import DISPATCHER
 from services.projection.reducer import SETTLED
 from services.projection.replay import first_difference, replay
 from shared.db.schemas import migrate_service
@@ -41,16 +42,22 @@ async def topics(pool, endpoints) -> LedgerTopics:
 
 
 def assert_announced_once(told: list[dict], snapshot) -> None:
-    """Every settled call an agent proposed was announced in its final state, and no settled
-    state twice. A call that settled twice (SUCCEEDED, then COMPENSATED) may also have been
-    announced in its first settled state, when the projection saw that state before the second."""
+    """Every call an agent proposed whose settled state the policy decided (a denial) was
+    announced in it, once; no state the dispatcher moved a call into was (the dispatcher
+    announces those itself, ``tests/integration/test_dispatcher.py``)."""
     counted = Counter((payload["logical_call_id"], payload["status"]) for payload in told)
     final = {str(call.logical_call_id): call.state for calls in snapshot.calls.values()
              for call in calls if call.provider_call_id and call.state in SETTLED}
+    by_policy = {(call, state) for call, state in final.items() if state == "DENIED"
+                 and _stage(snapshot, call) < DISPATCHER}
+    assert by_policy, "the runs hold a denial by the policy"
     assert set(counted.values()) == {1}
-    assert {(call, state) for call, state in counted if final.get(call) == state} == set(
-        final.items())
-    assert all(call in final for call, _ in counted)
+    assert set(counted) == by_policy
+
+
+def _stage(snapshot, logical_call_id: str) -> int:
+    return next(call.stage for calls in snapshot.calls.values() for call in calls
+                if str(call.logical_call_id) == logical_call_id)
 
 
 async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_clean_run(
@@ -103,8 +110,8 @@ async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
     assert (call.state, call.attempts, call.fence, call.receipt_id) == ("SUCCEEDED", 2, 2, "r-9")
     assert call.unknown_since is not None  # the evidence that it once was unknown stays
     assert await run_status(pool, story.run_id) == "completed"
-    told = await announcements(pool, topics.results_topic(), [story.run_id])
-    assert sorted(p["status"] for p in told) == ["SUCCEEDED", "SUCCEEDED"]
+    # what the dispatcher settled is the dispatcher's to announce
+    assert await announcements(pool, topics.results_topic(), [story.run_id]) == []
 
 
 async def test_a_crash_after_apply_before_commit_then_a_restart_gives_the_clean_hash(

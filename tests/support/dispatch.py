@@ -98,8 +98,9 @@ class Stage:
             "authorizations_topic": self.authorizations, "reply_topic": self.receipts,
             "resolutions_topic": self.resolutions, "dispatch_topic": self.dispatch,
             "effects_topic": self.effects, "compensations_topic": self.compensations,
-            "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0, "recovery_reserve_s": 1.0,
-            "scan_interval_s": 0.2, "lookup_timeout_s": 3.0, **overrides})
+            "results_family": self.results, "policy_reload_interval_s": 0.2, "lease_ttl_s": 3.0,
+            "recovery_reserve_s": 1.0, "scan_interval_s": 0.2, "lookup_timeout_s": 3.0,
+            **overrides})
 
     def intake_settings(self, **overrides) -> IntakeSettings:
         """The intake in front of this stage's policy: proposals in, results and intents out."""
@@ -120,7 +121,7 @@ class Stage:
         settings = self.dispatcher_settings(**overrides)
         names = ("tools_file", "policy_file", "authorizations_topic", "reply_topic",
                  "resolutions_topic", "dispatch_topic", "effects_topic", "compensations_topic",
-                 "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
+                 "results_family", "policy_reload_interval_s", "lease_ttl_s", "recovery_reserve_s",
                  "scan_interval_s", "lookup_timeout_s", *overrides)
         return {f"INTENTLEDGER_DISPATCHER_{name.upper()}": str(getattr(settings, name))
                 for name in names}

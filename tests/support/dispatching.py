@@ -1,10 +1,12 @@
 """The dispatcher's stack for a test, in its event loop: a relay, the reference wallet and a
-dispatcher on a ``Stage`` (``tests/support/dispatch.py``), and authorizations published as the
-policy would."""
+dispatcher on a ``Stage`` (``tests/support/dispatch.py``), authorizations published as the
+policy would, and what the dispatcher announced to agents."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -41,3 +43,15 @@ async def authorize(stage: Stage, *intents, version: str | None = None, **option
     version = version or stage.write_policy()
     await publish(stage.endpoints.kafka_bootstrap, stage.authorizations,
                   *(authorization(intent, version, **options) for intent in intents))
+
+
+async def announcements(pool, stage: Stage, logical_call_id: uuid.UUID,
+                        tenant: str = "acme") -> list[dict]:
+    """The ``ToolCallSettled`` envelopes the dispatcher wrote for one call to its tenant's
+    results topic, in the order its outbox recorded them."""
+    rows = await pool.fetch(
+        "SELECT envelope FROM dispatcher.outbox WHERE topic = $1"
+        " AND envelope->>'event_type' = 'ToolCallSettled'"
+        " AND envelope->'payload'->>'logical_call_id' = $2 ORDER BY position",
+        stage.results_topic(tenant), str(logical_call_id))
+    return [json.loads(row["envelope"]) for row in rows]

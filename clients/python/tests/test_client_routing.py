@@ -213,6 +213,28 @@ async def test_a_settled_state_is_not_undone_by_an_older_approval_request_read_a
     assert (outcome.status, outcome.reason_code) == ("denied", "approval_request_expired")
 
 
+async def test_a_settled_state_stays_when_the_approval_request_is_published_after_it() -> None:
+    """The dispatcher announces the settlement and the projection the approval request: a
+    lagging projection's record can land at a later offset than the settlement it preceded.
+    Read live and read again from a saved handle, the call stays settled."""
+    routes = router()
+    call, proposal = waiting(routes)
+    routes.route(10, answer(proposal=proposal))
+    routes.route(11, settled("SUCCEEDED", result={"balance_minor": 5}))
+    routes.route(12, awaiting())
+    outcome = await call.wait(timeout=1)
+    assert (outcome.status, outcome.result) == ("succeeded", {"balance_minor": 5})
+
+    resumed = Call(Handle(tenant_id="acme", run_id=RUN, call_id=CALL, proposal_id=proposal,
+                          logical_call_id=INTENT), settle=True)
+    routes.register(resumed)
+    for offset, record in ((11, settled("SUCCEEDED", result={"balance_minor": 5})),
+                           (12, awaiting())):
+        routes.route(offset, record, only=[resumed])
+    later = await resumed.wait(timeout=1)
+    assert (later.status, later.approval) == ("succeeded", None)
+
+
 async def test_an_answer_from_a_newer_ledger_with_fields_it_added_is_still_this_calls() -> None:
     routes = router()
     call, proposal = waiting(routes)

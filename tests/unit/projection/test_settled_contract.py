@@ -127,10 +127,10 @@ def test_a_call_awaiting_approval_is_announced_with_how_many_approvals_and_by_wh
     assert "approvers" not in document["payload"] and "rule" not in document["payload"]
 
 
-def test_an_approved_call_is_announced_awaiting_then_settled():
+def test_an_approved_call_is_announced_awaiting_and_its_settlement_left_to_the_dispatcher():
     story = RunStory()
     story.approved()
     _, announced = projected(story)
-    assert [state for state, _ in announced] == ["AWAITING_APPROVAL", "SUCCEEDED"]
+    assert [state for state, _ in announced] == ["AWAITING_APPROVAL"]
     assert [json.loads(e.value())["event_type"] for _, e in announced] == [
-        "ToolCallAwaitingApproval", "ToolCallSettled"]
+        "ToolCallAwaitingApproval"]

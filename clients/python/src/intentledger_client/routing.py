@@ -88,7 +88,8 @@ class Call:
         return answer.logical_call_id is not None
 
     def take_state(self, offset: int, state: Announcement) -> None:
-        if offset > max(self.handle.settled_after, self._state_at):
+        if offset > max(self.handle.settled_after, self._state_at) and not _stale(self.state,
+                                                                                  state):
             self.state, self._state_at = state, offset
             self._changed.set()
 
@@ -176,12 +177,20 @@ class Router:
             call.take_state(*seen)
 
     def _remember(self, offset: int, state: Announcement) -> None:
-        if (seen := self._recent.get(state.logical_call_id)) is not None and seen[0] > offset:
+        seen = self._recent.get(state.logical_call_id)
+        if seen is not None and (seen[0] > offset or _stale(seen[1], state)):
             return  # caught up on an older one: the later state stays
         self._recent[state.logical_call_id] = (offset, state)
         self._recent.move_to_end(state.logical_call_id)
         while len(self._recent) > RECENT_STATES:
             self._recent.popitem(last=False)
+
+
+def _stale(current: Announcement | None, new: Announcement) -> bool:
+    """An approval is awaited only before anything is sent, so it never follows a settled
+    state; but the projection announces it and the dispatcher the settlement, and the
+    projection's record can reach the topic second. A settled state stays."""
+    return isinstance(current, ToolCallSettled) and isinstance(new, ToolCallAwaitingApproval)
 
 
 K = TypeVar("K")

@@ -139,7 +139,7 @@ def test_the_policys_denial_is_the_projections_to_announce():
 @pytest.mark.parametrize("story", ["succeeded", "refused", "manual", "reconciled"])
 def test_what_the_dispatcher_moves_a_call_into_is_not_the_projections_to_announce(story):
     """The dispatcher announces those states itself, in the transaction that records them
-    (tests/integration/test_dispatcher_announces.py): a second announcement here would tell
+    (tests/integration/test_dispatcher.py): a second announcement here would tell
     the agent twice."""
     calls, _ = fold(RunStory().tell(story).events)
     [row] = calls.values()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,22 @@ class Verdict:
     measured: Any
     holds: bool
     why: str | None = None
+
+
+async def final_facts(measure: Callable[[], Awaitable[Facts]], assertions: list[Assertion],
+                      snapshots: dict[str, Facts], deadline: float,
+                      interval_s: float = 0.5) -> Facts:
+    """The facts to judge on: measured again while an ``eventually`` assertion does not hold
+    and ``deadline`` (monotonic) is ahead. Every assertion is then judged on that one later
+    measurement, so what the awaited action did before it (a woken worker's send, before its
+    refused write) is judged too."""
+    awaited = [assertion for assertion in assertions if assertion.eventually]
+    while True:
+        facts = await measure()
+        if time.monotonic() >= deadline or all(
+                evaluate(assertion, facts, snapshots).holds for assertion in awaited):
+            return facts
+        await asyncio.sleep(interval_s)
 
 
 def evaluate(assertion: Assertion, final: Facts, snapshots: dict[str, Facts]) -> Verdict:

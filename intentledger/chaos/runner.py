@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from intentledger.chaos import facts as measured
-from intentledger.chaos.assertions import Verdict, evaluate
+from intentledger.chaos.assertions import Verdict, evaluate, final_facts
 from intentledger.chaos.environment import service_env
 from intentledger.chaos.positions import Positions
 from intentledger.chaos.quiescence import MOVING, wait_quiet
@@ -202,15 +202,14 @@ class Scenario:
 
     async def _judge(self, placements: list[tuple[str, int, int]]) -> None:
         subjects = self._subjects(placements)
-        settled = await self._settled()
-        final = await measured.measure(self.pool, subjects, settled=settled)
+        assertions = [a.model_copy(update={"value": substitute(a.value, self.nonce)})
+                      for a in self.protocol.assertions]
+        final = await final_facts(lambda: self._measure(subjects), assertions, self.snapshots,
+                                  self.deadline)
         verdict = await replay(self.pool, list(self.run_ids.values()))
         final.scenario["projection_replay_agrees"] = verdict.agrees
         final.scenario["replay_difference"] = verdict.difference
-        final.faults = self._fault_hits()
         self.report.facts = asdict(final)
-        assertions = [a.model_copy(update={"value": substitute(a.value, self.nonce)})
-                      for a in self.protocol.assertions]
         self.report.verdicts = [evaluate(a, final, self.snapshots) for a in assertions]
         unexpected = [name for name in final.scenario["unsettled"]
                       if name not in self.protocol.allow_unsettled]
@@ -416,6 +415,11 @@ class Scenario:
                                  self.wallets, self.skus,
                                  measured.BUILT_IN_COUNTERS | dict(self.protocol.effect_counters),
                                  self.started_at, placements)
+
+    async def _measure(self, subjects: measured.Subjects) -> measured.Facts:
+        final = await measured.measure(self.pool, subjects, settled=await self._settled())
+        final.faults = self._fault_hits()
+        return final
 
     async def _settled(self) -> dict[str, dict[str, Any]]:
         """The latest ToolCallSettled the agent was sent per intent."""

@@ -281,7 +281,8 @@ text anywhere in the fact written as JSON (an instruction hidden in a nested fie
 class Assertion(_Strict):
     """``fact`` of a call, a run or the scenario, compared with ``value``.
 
-    ``at`` evaluates the fact as it was when that fault fired (a crash: before the restart)."""
+    ``at`` evaluates the fact as it was when that fault fired (a crash: before the restart).
+    ``eventually`` awaits the fact after quiescence: for what quiescence cannot see."""
     fact: Literal[CALL_FACTS + RUN_FACTS + FAULT_FACTS + SCENARIO_FACTS]  # type: ignore[valid-type]
     call: Name | None = None
     run: Name | None = None
@@ -297,9 +298,15 @@ class Assertion(_Strict):
     op: Op = "=="
     value: Any
     why: str | None = Field(default=None, description="The guarantee this checks, for the report.")
+    eventually: bool = Field(default=False, description=(
+        "Measure again until this holds or time_limit_s passes, then judge every assertion on "
+        "that later measurement. For an action no position shows as pending, such as a paused "
+        "worker's write after it wakes; meant for facts that only grow (a count with >=)."))
 
     @model_validator(mode="after")
     def _subject(self) -> Assertion:
+        if self.eventually and self.at:
+            raise ValueError("an assertion at a fault's moment cannot be awaited (eventually)")
         if self.fact in CALL_FACTS and not self.call:
             raise ValueError(f"{self.fact} needs a call")
         if self.fact in RUN_FACTS and not self.run:

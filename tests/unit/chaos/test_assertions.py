@@ -3,9 +3,11 @@ measured never passing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from intentledger.chaos.assertions import evaluate
+from intentledger.chaos.assertions import evaluate, final_facts
 from intentledger.chaos.facts import Facts
 from shared.contracts.fault_protocol import Assertion
 
@@ -67,3 +69,36 @@ def test_a_run_fact_is_of_the_named_tenants_run_and_never_of_another_tenants():
     ambiguous = judge(fact="run_calls", run="shared", value=1)
     assert (ambiguous.holds, ambiguous.measured) == (False, "not measured")
     assert judge(fact="run_status", run="main", value="completed").holds  # one tenant: its run
+
+
+class _Measurements:
+    """Stale writes as a woken worker makes them: none at first, one from the third look."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    async def __call__(self) -> Facts:
+        self.looks += 1
+        return Facts(scenario={"stale_writes": int(self.looks >= 3)})
+
+
+STALE_WRITE = Assertion(fact="stale_writes", op=">=", value=1, eventually=True)
+
+
+async def test_an_eventual_assertion_is_measured_again_until_it_holds():
+    measure = _Measurements()
+    facts = await final_facts(measure, [STALE_WRITE], {}, time.monotonic() + 10, interval_s=0)
+    assert (measure.looks, evaluate(STALE_WRITE, facts, {}).holds) == (3, True)
+
+
+async def test_an_eventual_assertion_that_never_holds_is_judged_at_the_deadline_and_fails():
+    measure = _Measurements()
+    facts = await final_facts(measure, [STALE_WRITE], {}, time.monotonic(), interval_s=0)
+    assert (measure.looks, evaluate(STALE_WRITE, facts, {}).holds) == (1, False)
+
+
+async def test_without_an_eventual_assertion_the_facts_are_measured_once():
+    measure = _Measurements()
+    await final_facts(measure, [STALE_WRITE.model_copy(update={"eventually": False})], {},
+                      time.monotonic() + 10, interval_s=0)
+    assert measure.looks == 1

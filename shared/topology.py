@@ -32,8 +32,7 @@ EFFECT_RECEIPTS = "effects.receipts"
 EFFECTS_WALLET = "effects.wallet"
 EFFECTS_WAREHOUSE = "effects.warehouse"
 
-OUTBOX_PRODUCERS = frozenset({"proposal-intake", "policy", "dispatcher", "projection",
-                              "wallet", "warehouse"})
+OUTBOX_PRODUCERS = frozenset({"proposal-intake", "policy", "dispatcher", "wallet", "warehouse"})
 """Producers whose records go through an outbox (and so the relay)."""
 RELAY = "relay"
 AGENTS = "agents"
@@ -81,7 +80,7 @@ TOPICS = (
           True),
     Topic(AGENT_RESULTS, "one answer per proposed call, then its settled outcome; one topic "
           "per tenant, only its agents read it",
-          "agent.results.schema.json", "run id", ("proposal-intake", "dispatcher", "projection"),
+          "agent.results.schema.json", "run id", ("proposal-intake", "policy", "dispatcher"),
           (), True, per_tenant=True),
     Topic(LEDGER_INTAKE, "accepted intents and the intake's other answers",
           "ledger.intake.schema.json", "run id", ("proposal-intake",), ("policy", "projection"),

@@ -3,8 +3,8 @@
 A move into a state the agent is told about (``states.SETTLED``) is also announced to the
 agent that proposed the call, on its tenant's ``agent.results.<tenant>``, in the same
 transaction: the agent learns the outcome one hop after the dispatcher records it, instead of
-waiting for the projection to read it back (docs/design.md §2). The projection announces only
-what the policy decides.
+waiting for the projection to read it back (docs/design.md §2). What the policy decides, the
+policy announces.
 """
 
 from __future__ import annotations

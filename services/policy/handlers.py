@@ -32,7 +32,7 @@ from services.policy.compensations import proposal_refusal
 from services.policy.judging import judge, judge_all
 from shared.policy.engine import Request, evaluate
 from shared.policy.limits import applicable_limits
-from services.policy.outcomes import announce
+from services.policy.outcomes import Destinations, announce
 from services.policy.verdicts import denial, verdict_of
 from shared.policy.watcher import PolicyWatcher
 from shared.contracts.approvals import APPROVAL_GRANTED, APPROVAL_REFUSED, ApprovalDecision
@@ -59,12 +59,12 @@ _DECISION_OF = {APPROVAL_GRANTED: "granted", APPROVAL_REFUSED: "refused"}
 
 class PolicyHandler:
     def __init__(self, policies: PolicyWatcher, registry: ToolRegistry, key: OKPKey,
-                 topic: str, principals: PrincipalsWatcher) -> None:
+                 to: Destinations, principals: PrincipalsWatcher) -> None:
         self._policies = policies
         self._principals = principals
         self._registry = registry
         self._key = key
-        self._topic = topic
+        self._to = to
 
     async def decide(self, uow: UnitOfWork, envelope: Envelope) -> None:
         await self.decide_all(uow, [envelope])
@@ -97,7 +97,7 @@ class PolicyHandler:
         inserted = await repo.insert_decisions(uow.connection, decided) if decided else set()
         for call, (intent, envelope) in intents.items():
             if call in inserted:
-                announce(uow, self._topic, intent, verdicts[call][1], envelope)
+                announce(uow, self._to, intent, verdicts[call][1], envelope)
 
     async def _withdraw_if_cancelled(self, uow: UnitOfWork, intents: dict, verdicts: dict) -> None:
         """A call that would wait for approval in a run an operator cancelled is denied instead
@@ -134,7 +134,7 @@ class PolicyHandler:
             verdict = denial(stored.decision_id, stored.policy_version, stored.rule,
                              PolicyReason.RUN_CANCELLED, why, now, stored.inputs)
             await repo.conclude(conn, stored, verdict)
-            announce(uow, self._topic, stored.intent, verdict, envelope)
+            announce(uow, self._to, stored.intent, verdict, envelope)
 
     async def on_approval(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         approval = _approval(envelope)
@@ -170,7 +170,7 @@ class PolicyHandler:
                 return  # the quorum is not reached yet
             verdict = verdict_of(stored.decision_id, decision, request, usage, self._key)
         await repo.conclude(conn, stored, verdict)
-        announce(uow, self._topic, stored.intent, verdict, envelope)
+        announce(uow, self._to, stored.intent, verdict, envelope)
 
     async def on_withdrawal(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         """Deny the call ``call_withdrawn`` if its own proposer withdraws it while it waits;
@@ -189,7 +189,7 @@ class PolicyHandler:
                          PolicyReason.CALL_WITHDRAWN, withdrawals.withdrawn_by(withdrawal), now,
                          stored.inputs)
         await repo.conclude(conn, stored, verdict)
-        announce(uow, self._topic, stored.intent, verdict, envelope)
+        announce(uow, self._to, stored.intent, verdict, envelope)
 
     async def on_compensation(self, uow: UnitOfWork, envelope: Envelope) -> None:
         proposal = parse(envelope, CompensationProposal)
@@ -204,7 +204,7 @@ class PolicyHandler:
         decision = evaluate(self._policies.current, request, None)  # limits: never throttled
         verdict = verdict_of(new_event_id(), decision, request, None, self._key)
         if await repo.insert_decision(uow.connection, intent, request.amount, verdict):
-            announce(uow, self._topic, intent, verdict, envelope)
+            announce(uow, self._to, intent, verdict, envelope)
 
     def _identity_refusal(self, envelope: SignedEnvelope, approval: ApprovalDecision,
                           now: datetime) -> str | None:

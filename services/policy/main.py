@@ -15,6 +15,7 @@ from services.policy.handlers import PolicyHandler
 from services.policy.repository import SCHEMA, record_version
 from services.policy.routes import ROUTES
 from services.policy.settings import PolicySettings
+from services.policy.outcomes import Destinations
 from services.policy.sweep import sweep_forever
 from shared.policy.watcher import PolicyWatcher
 from shared.db.schemas import expect_migrated, migrate_service
@@ -43,8 +44,9 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
     watcher = PolicyWatcher(policy_settings.policy_file, policy_settings.reload_interval_s)
     principals = PrincipalsWatcher(policy_settings.principals_file,  # a bad file stops us here
                                    policy_settings.principals_reload_interval_s)
-    handler = PolicyHandler(watcher, registry, capability_keys.signing_key(settings),
-                            policy_settings.authorizations_topic, principals)
+    to = Destinations(policy_settings.authorizations_topic, policy_settings.results_family)
+    handler = PolicyHandler(watcher, registry, capability_keys.signing_key(settings), to,
+                            principals)
     routes = Router(ROUTES, {LEDGER_INTAKE: policy_settings.intake_topic,
                              LEDGER_APPROVALS: policy_settings.approvals_topic,
                              LEDGER_COMPENSATIONS: policy_settings.compensations_topic,
@@ -65,8 +67,7 @@ async def run_policy(settings: Settings, policy_settings: PolicySettings | None 
         revocation, would be worse than a restart)."""
         tasks = [asyncio.create_task(watcher.watch(partial(record_version, pool))),
                  asyncio.create_task(principals.watch()),
-                 asyncio.create_task(sweep_forever(pool, policy_settings.authorizations_topic,
-                                                   policy_settings.sweep_interval_s))]
+                 asyncio.create_task(sweep_forever(pool, to, policy_settings.sweep_interval_s))]
         for task in tasks:
             task.add_done_callback(lambda t: t.cancelled() or stopping.set())
         try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import (LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
+from shared.topology import (AGENT_RESULTS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
                              LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -38,3 +38,6 @@ class PolicySettings(BaseSettings):
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
     resolutions_topic: str = LEDGER_RESOLUTIONS
     """Where operators' run cancellations arrive (the dispatcher's ``resolutions_topic``)."""
+    results_family: str = AGENT_RESULTS
+    """Where a denial or an approval request is told to the agent: on topic
+    ``<results_family>.<tenant>`` of the call's tenant, where the intake answered it."""

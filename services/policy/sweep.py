@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from services.policy import repository as repo
-from services.policy.outcomes import announce
+from services.policy.outcomes import Destinations, announce
 from services.policy.verdicts import denial
 from shared.contracts.authorizations import PolicyReason
 from shared.db.unit_of_work import UnitOfWork
@@ -24,7 +24,7 @@ from shared.errors import is_retryable
 log = logging.getLogger(__name__)
 
 
-async def sweep_once(pool: asyncpg.Pool, topic: str, batch_size: int = 100) -> int:
+async def sweep_once(pool: asyncpg.Pool, to: Destinations, batch_size: int = 100) -> int:
     """Deny up to ``batch_size`` lapsed requests; returns how many."""
     async with UnitOfWork(pool, repo.SCHEMA) as uow:
         now = datetime.now(UTC)
@@ -35,19 +35,19 @@ async def sweep_once(pool: asyncpg.Pool, topic: str, batch_size: int = 100) -> i
                              f"no quorum of approvals by {stored.expires_at.isoformat()}",
                              now, stored.inputs)
             await repo.conclude(uow.connection, stored, verdict)
-            announce(uow, topic, stored.intent, verdict, None)
+            announce(uow, to, stored.intent, verdict, None)
         await uow.commit()
     if lapsed:
         log.info("denied %d approval request(s) nobody answered in time", len(lapsed))
     return len(lapsed)
 
 
-async def sweep_forever(pool: asyncpg.Pool, topic: str, interval_s: float,
+async def sweep_forever(pool: asyncpg.Pool, to: Destinations, interval_s: float,
                         batch_size: int = 100) -> None:
     """Until cancelled; a full batch is followed at once by the next one."""
     while True:
         try:
-            denied = await sweep_once(pool, topic, batch_size)
+            denied = await sweep_once(pool, to, batch_size)
         except Exception as error:
             if not is_retryable(error):
                 raise

@@ -222,7 +222,7 @@ def _intent_fact(intent: Intent, envelope: Envelope, stage: int, version: int, s
         tenant_id=intent.tenant_id, principal_id=intent.principal_id, stage=stage,
         version=version, event_id=envelope.event_id, state=state,
         occurred_at=envelope.occurred_at,
-        # a compensation has no agent's call to pair an answer with (``reducer.announced``)
+        # a compensation has no agent's call: no provider call id
         provider_call_id=intent.provider_call_id if intent.compensates is None else None,
         operation_key=intent.operation_key, tool_name=intent.tool_name,
         tool_version=intent.tool_version, arguments_hash=intent.arguments_hash,

@@ -8,7 +8,7 @@ import asyncpg
 from aiokafka import ConsumerRecord
 
 from services.projection.facts import Delivery
-from services.projection.handlers import ProjectionHandler
+from services.projection.handlers import apply_batch
 from services.projection.health_sampler import sampling
 from services.projection.repository import SCHEMA
 from services.projection.routes import ROUTES
@@ -17,6 +17,7 @@ from shared.db.schemas import expect_migrated, migrate_service
 from shared.config import Settings
 from shared.messaging.consumer import IdempotentConsumer, decode_envelope
 from shared.messaging.consumer_service import ConsumerService, serve
+from shared.messaging.subscription import Gathering
 from shared.messaging.routes import Router
 from shared.signals import stop_on_signals
 from shared.topology import LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE
@@ -37,8 +38,9 @@ async def run_projection(settings: Settings, projection_settings: ProjectionSett
         name="projection", schema=SCHEMA, routes=Router(ROUTES, names),
         writes=(), crash_point="projection.after_commit",
         batch_size=config.batch_size, decoder=delivered, set_wise=True,
-        inbox=False)  # the history, keyed by event id and kept for ever, is the inbox
-    return await serve(service, settings, ProjectionHandler(config.results_family),
+        inbox=False,  # the history, keyed by event id and kept for ever, is the inbox
+        gathering=Gathering(config.fetch_max_wait_ms, config.fetch_min_bytes))
+    return await serve(service, settings, apply_batch,
                        prepare=_migrate, migrated=lambda pool: expect_migrated(pool, SCHEMA, "query"),
                        stopping=stopping or stop_on_signals(), shown=(config,),
                        alongside=_health_sampling(settings, config))

@@ -1,7 +1,8 @@
 """Applying ledger events to a projection schema, inside the caller's transaction: append them
 to the history, fold them into their calls with the reducer, move their runs and each run's
-projection hash. The live consumer and the replay both call ``project``; only the consumer
-announces calls, and only what the policy decided (``reducer.announced``).
+projection hash. The live consumer and the replay both call ``project``. It tells agents
+nothing: each service announces what it decides, in the transaction that decides it (the
+intake, the policy, the dispatcher), so the read model is never on an agent's path.
 
 A batch reads only its own calls and its runs' rows: each run moves by the calls that changed
 (``tally.py``), so an event costs the same in a run of ten calls as in a run of ten thousand. A
@@ -12,28 +13,25 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import asyncpg
 
 from services.projection import repository as repo
 from services.projection.facts import Delivery
 from services.projection.routes import read
-from services.projection.reducer import CallRow, RunRow, announced, apply, derive_run
+from services.projection.reducer import CallRow, RunRow, apply, derive_run
 from services.projection.tally import Tally, advance, tally_of
 from shared.errors import PermanentError
-from shared.messaging.envelope import Envelope
 from shared.messaging.versioning import Advance
 from shared.runs import RunKey
 
-Announce = Callable[[CallRow, Envelope], None]
-"""Told the call's row and the event that settled it."""
 Change = tuple[CallRow | None, CallRow]
 """A call's row before the batch (None: new) and as stored after it."""
 
 
-async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[Delivery],
-                  announce: Announce | None = None) -> set[uuid.UUID]:
+async def project(conn: asyncpg.Connection, schema: str,
+                  deliveries: Sequence[Delivery]) -> set[uuid.UUID]:
     """Returns the ids of the events new to the history (the others change nothing): the
     history, keyed by event id and kept for ever, is the consumer's inbox."""
     facts = [read(delivery) for delivery in deliveries]
@@ -53,8 +51,6 @@ async def project(conn: asyncpg.Connection, schema: str, deliveries: Sequence[De
                                  f"the identity of call {fact.call.logical_call_id}")
         if after != before:
             calls[fact.call.logical_call_id] = changed[fact.call.logical_call_id] = after
-        if announce and (state := announced(after)) and state != announced(before):
-            announce(after, fact.envelope)
     upserted = await repo.upsert_calls(conn, schema, changed.values())
     changes: dict[RunKey, list[Change]] = defaultdict(list)
     for call_id, after in upserted.items():

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
-from services.projection.facts import AWAITING_APPROVAL, DISPATCHER, CallFact, RunFact
+from services.projection.facts import CallFact, RunFact
 from shared.messaging.versioning import Advance
 
 REDUCER_VERSION = "projection.v2"
@@ -114,23 +114,6 @@ def apply(row: CallRow | None, fact: CallFact) -> tuple[CallRow | None, Advance]
         return merged, Advance.STALE
     return replace(merged, **{name: getattr(fact, name) for name in RANKED},
                    last_event_id=fact.event_id, updated_at=fact.occurred_at), Advance.APPLIED
-
-
-ANNOUNCED = SETTLED | {AWAITING_APPROVAL}
-"""The states an agent is told about: where its call has settled, and where it waits for
-people (the agent tells its user; the settled state follows)."""
-
-
-def announced(row: CallRow | None) -> str | None:
-    """The state the projection tells an agent about: one the policy decided (awaiting
-    approval, denied). The dispatcher announces the states it moves a call into itself, in the
-    transaction that moves it, a hop sooner (``services/dispatcher/events.py``). The agent
-    needs the provider call id to pair the answer with its tool call (a saga's compensation
-    has none: no agent proposed it)."""
-    if (row is None or row.stage >= DISPATCHER or row.state not in ANNOUNCED
-            or row.provider_call_id is None):
-        return None
-    return row.state
 
 
 def derive_run(run_id: str, calls: Iterable[CallRow], facts: Iterable[RunFact]) -> RunRow | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import (AGENT_RESULTS, LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH,
-                             LEDGER_EFFECTS, LEDGER_INTAKE)
+from shared.topology import LEDGER_AUTHORIZATIONS, LEDGER_DISPATCH, LEDGER_EFFECTS, LEDGER_INTAKE
 
 
 class ProjectionSettings(BaseSettings):
@@ -16,10 +15,12 @@ class ProjectionSettings(BaseSettings):
     authorizations_topic: str = LEDGER_AUTHORIZATIONS
     dispatch_topic: str = LEDGER_DISPATCH
     effects_topic: str = LEDGER_EFFECTS
-    results_family: str = AGENT_RESULTS
-    """Where settled calls are announced to agents: on topic ``<results_family>.<tenant>`` of
-    the call's tenant, where the intake answered it."""
     batch_size: int = Field(default=500, ge=1)
+    fetch_max_wait_ms: int = Field(default=100, ge=0)
+    fetch_min_bytes: int = Field(default=65536, ge=1)
+    """The projection is a read model, off the agent's path: Kafka may hold its fetches up to
+    ``fetch_max_wait_ms`` to gather ``fetch_min_bytes`` of events, so that each batch (one
+    transaction, one fetch, one offset commit) applies more of them."""
     health_sample_s: float = Field(default=15.0, ge=0)
     """How often relay backlog and consumer lag are sampled for the console's health charts
     (``health_sampler.py``); 0 turns sampling off."""

@@ -1,12 +1,12 @@
 """⚑ ``agent.results.<tenant>`` (outbound): a proposed call's settled outcome, for the agent
 that asked. The model is the agent client's (``intentledger_client.contracts``): agents parse
-with the class the projection writes with.
+with the classes the policy and the dispatcher write with.
 
 The intake answers each proposal on its tenant's ``agent.results.<tenant>`` at once
 (``ProposalOutcome``); once the call settles, one ``ToolCallSettled`` follows, correlated by
-the same provider call id (``call_id``): from the dispatcher, in the transaction that records
-the state, or from the projection for what the policy decided (denied; awaiting approval is
-``ToolCallAwaitingApproval``). A call may settle more than once over its life — SUCCEEDED,
+the same provider call id (``call_id``), from whoever decided it, in the transaction that
+records it: the policy for a denial (and ``ToolCallAwaitingApproval`` for a call that waits for
+people), the dispatcher for everything after. A call may settle more than once over its life — SUCCEEDED,
 then COMPENSATED by a saga; MANUAL_REVIEW, then resolved by an operator: each settled state is
 announced once, in the order the dispatcher recorded them.
 

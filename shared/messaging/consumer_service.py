@@ -34,7 +34,7 @@ from shared.db.housekeeping import every
 from shared.messaging.retention import (Horizon, RetentionSettings, RetentionUnknown, horizon,
                                         purge_logged, topic_retention_s)
 from shared.messaging.routes import Router
-from shared.messaging.subscription import subscribe
+from shared.messaging.subscription import Gathering, subscribe
 from shared.topology import priority_group
 from shared.retry import STARTUP_PATIENCE_S, dependency_backoff
 from shared.runtime import service_runtime
@@ -73,6 +73,8 @@ class ConsumerService:
     before their attempt deadlines however many new authorizations are queued. A group of its
     own, not a second member of the service's group: two members joining one group cost every
     start-up a rebalance (3 s, a heartbeat interval, before anything is consumed)."""
+    gathering: Gathering = Gathering()
+    """How long its fetches may wait for more records (``subscription.Gathering``)."""
 
 
 async def serve(service: ConsumerService, settings: Settings,
@@ -119,7 +121,8 @@ async def serve(service: ConsumerService, settings: Settings,
                      priority_group(service.name): [t for t in consumes if t in service.priority]}
             subscribers = [subscribe(broker, consumer, *topics, group_id=group,
                                      max_records=service.batch_size,
-                                     crash_point=service.crash_point)
+                                     crash_point=service.crash_point,
+                                     gathering=service.gathering)
                            for group, topics in lanes.items() if topics]
             await broker.start()
             _watch(health, subscribers)

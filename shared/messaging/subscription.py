@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
@@ -36,16 +36,29 @@ IDLE_WAIT_MS = 200
 bounds only how often an idle consumer wakes up (see ``_waiting_for_records``)."""
 
 
+@dataclass(frozen=True)
+class Gathering:
+    """How long Kafka may hold a fetch (``fetch.max.wait.ms``) until it has ``min_bytes`` of
+    records for it (``fetch.min.bytes``). The default answers the moment one record is there:
+    the agent's path. A consumer off that path, such as a read model, gathers bigger batches
+    instead, each paying one transaction, one fetch and one offset commit for more records."""
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+
+
 def subscribe(broker: KafkaBroker, consumer: IdempotentConsumer, *topics: str,
               group_id: str, max_records: int = 500,
               crash_point: str = "consumer.after_commit_before_ack",
-              commit_interval_s: float = COMMIT_INTERVAL_S) -> BatchSubscriber:
+              commit_interval_s: float = COMMIT_INTERVAL_S,
+              gathering: Gathering = Gathering()) -> BatchSubscriber:
     """``crash_point`` names the window between the database commit and the offset commit
     (docs/design.md §6 calls it ``intake.after_commit`` for the intake). Returns the subscriber, whose
     aiokafka consumer (once started) the health checks ask about its partitions."""
     failures = 0
     commits = CoalescedCommits(commit_interval_s)
     subscriber = broker.subscriber(*topics, group_id=group_id, batch=True, max_records=max_records,
+                                   fetch_max_wait_ms=gathering.max_wait_ms,
+                                   fetch_min_bytes=gathering.min_bytes,
                                    batch_timeout_ms=IDLE_WAIT_MS, auto_offset_reset="earliest",
                                    ack_policy=AckPolicy.MANUAL, parser=_utf8_safe_parser,
                                    decoder=_the_message_itself, listener=commits,

@@ -25,6 +25,7 @@ from shared.operator.approve import Answer, send_answer
 from shared.policy.document import ApprovalRule
 from services.policy.main import run_policy
 from services.policy.repository import SCHEMA, insert_decision, record_version
+from services.policy.outcomes import Destinations
 from services.policy.settings import PolicySettings
 from services.policy.sweep import sweep_once
 from services.policy.verdicts import Verdict
@@ -40,6 +41,7 @@ from shared.operator.publish import publish
 from shared.identity.signatures import APPROVAL
 from tests.support.identities import local, signer
 from tests.support import identities
+from shared.topology import results_topic
 from tests.support.kafka import create_topic, read_topic, unique_topic, wait_for
 from tests.support.services import ServiceRun, running_service
 from tests.unit.policy.builders import EMAIL, intent
@@ -94,6 +96,17 @@ class PolicyRun(ServiceRun):
         return await send_answer(self.endpoints, Answer(call.logical_call_id, granted),
                                  topic=self.settings.approvals_topic, signer=signer(approver))
 
+    async def told(self, pool, the_call: Intent) -> list[tuple[str, dict]]:
+        """What the policy wrote for ``the_call``'s agent, to its tenant's results topic, in
+        the order its outbox recorded it: (event type, payload)."""
+        rows = await pool.fetch(
+            f"SELECT envelope FROM {SCHEMA}.outbox WHERE topic = $1"
+            " AND envelope->'payload'->>'logical_call_id' = $2 ORDER BY position",
+            results_topic(the_call.tenant_id, self.settings.results_family),
+            str(the_call.logical_call_id))
+        return [(e["event_type"], e["payload"]) for e in map(json.loads,
+                                                             (r["envelope"] for r in rows))]
+
     async def events(self, count: int) -> list[dict]:
         records = await read_topic(self.endpoints.kafka_bootstrap, self.settings.authorizations_topic,
                                    until=count, timeout=60)
@@ -112,7 +125,8 @@ async def running_policy(endpoints: Endpoints, tmp_path, **overrides) -> AsyncIt
     settings = PolicySettings(
         policy_file=policy_file, intake_topic=unique_topic("ledger.intake"),
         approvals_topic=unique_topic("ledger.approvals"),
-        authorizations_topic=unique_topic("ledger.authorizations"), **overrides)
+        authorizations_topic=unique_topic("ledger.authorizations"),
+        results_family=unique_topic("agent.results"), **overrides)
     for topic in (settings.intake_topic, settings.approvals_topic, settings.authorizations_topic):
         await create_topic(endpoints.kafka_bootstrap, topic)
     run = PolicyRun(settings, endpoints)
@@ -184,6 +198,7 @@ async def test_an_allowed_call_carries_a_capability_that_verifies_for_its_intent
     assert json.loads(row["capability"])["signature"] == allowed.capability.signature
     assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.policy_versions WHERE version = $1",
                                allowed.policy_version) == 1
+    assert await policy.told(pool, small) == []  # the dispatcher's to tell
 
 
 async def test_calls_are_denied_with_stable_reasons(pool, endpoints, tmp_path):
@@ -206,6 +221,9 @@ async def test_calls_are_denied_with_stable_reasons(pool, endpoints, tmp_path):
     for denied_call, reason in expected:
         row = await decision(pool, denied_call)
         assert (row["outcome"], row["reason_code"], row["capability"]) == ("denied", reason, None)
+        [(kind, told)] = await policy.told(pool, denied_call)
+        assert (kind, told["status"], told["reason_code"], told["call_id"]) == (
+            "ToolCallSettled", "DENIED", reason, denied_call.provider_call_id)
 
 
 async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(pool, endpoints, tmp_path):
@@ -238,6 +256,8 @@ async def test_approvals_that_may_not_count_are_refused_and_a_valid_one_allows(p
     assert str(allowed.capability.approvals[0].approval_event_id) == published["event_id"]
     assert refusal(allowed.capability, mail, identities.capability_public_keys(), datetime.now(UTC)) is None
     assert allowed.decision_id == uuid.UUID(requested["payload"]["decision_id"])
+    [(kind, told)] = await policy.told(pool, mail)  # awaiting; the settlement is the dispatcher's
+    assert (kind, told["approvals_required"]) == ("ToolCallAwaitingApproval", 1)
 
 
 async def test_a_quorum_of_two_needs_two_different_approvers(pool, endpoints, tmp_path):
@@ -326,6 +346,8 @@ async def test_a_refusal_by_an_approver_denies_the_call(pool, endpoints, tmp_pat
         assert await approval_outcome(pool, late) == ("refused", "approval_not_pending")
     assert of(events, mail)[-1][0] == "AuthorizationDenied"
     assert of(events, mail)[-1][1]["reason_code"] == "approval_refused"
+    assert [(kind, told.get("reason_code")) for kind, told in await policy.told(pool, mail)] == [
+        ("ToolCallAwaitingApproval", None), ("ToolCallSettled", "approval_refused")]
 
 
 async def test_a_request_nobody_answers_is_denied_by_the_sweep(pool, endpoints, tmp_path):
@@ -340,6 +362,8 @@ async def test_a_request_nobody_answers_is_denied_by_the_sweep(pool, endpoints, 
     row = await decision(pool, refund)
     assert (row["outcome"], row["reason_code"], row["version"]) == (
         "denied", "approval_request_expired", 2)
+    assert [(kind, told.get("reason_code")) for kind, told in await policy.told(pool, refund)] == [
+        ("ToolCallAwaitingApproval", None), ("ToolCallSettled", "approval_request_expired")]
 
 
 async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_path):
@@ -356,9 +380,9 @@ async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_p
                 uuid.uuid4(), "awaiting_approval", policy.version, "email", None, "waiting",
                 {"intent": waiting.model_dump(mode="json")}, long_ago, long_ago,
                 approval=ApprovalRule(approvers=("operator:*",))))
-    topic = unique_topic("ledger.authorizations")
-    await create_topic(endpoints.kafka_bootstrap, topic)
-    await asyncio.gather(*(sweep_once(pool, topic, len(lapsed)) for _ in range(2)))
+    to = Destinations(unique_topic("ledger.authorizations"), unique_topic("agent.results"))
+    await create_topic(endpoints.kafka_bootstrap, to.authorizations_topic)
+    await asyncio.gather(*(sweep_once(pool, to, len(lapsed)) for _ in range(2)))
     for waiting in lapsed:
         row = await decision(pool, waiting)
         assert (row["outcome"], row["reason_code"], row["version"]) == (
@@ -366,7 +390,12 @@ async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_p
         assert await pool.fetchval(
             f"SELECT count(*) FROM {SCHEMA}.outbox WHERE topic = $1 AND "
             "envelope->'payload'->'intent'->>'logical_call_id' = $2",
-            topic, str(waiting.logical_call_id)) == 1
+            to.authorizations_topic, str(waiting.logical_call_id)) == 1
+        assert await pool.fetchval(  # and its agent is told once
+            f"SELECT count(*) FROM {SCHEMA}.outbox WHERE topic = $1 AND "
+            "envelope->'payload'->>'logical_call_id' = $2",
+            results_topic(waiting.tenant_id, to.results_family),
+            str(waiting.logical_call_id)) == 1
 
 
 async def test_a_rate_limit_counts_allowed_calls_over_its_window(pool, endpoints, tmp_path):

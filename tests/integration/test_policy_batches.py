@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.policy.handlers import PolicyHandler
+from services.policy.outcomes import Destinations
 from services.policy.repository import SCHEMA, record_version
 from services.policy.settings import PolicySettings
 from shared.config import Settings
@@ -54,7 +55,7 @@ async def handler(pool, tmp_path) -> PolicyHandler:
     policies = PolicyWatcher(policy_file, 60)
     await record_version(pool, policies.current)
     return PolicyHandler(policies, REGISTRY,
-                         capability_keys.signing_key(Settings()), "ledger.authorizations",
+                         capability_keys.signing_key(Settings()), Destinations(),
                          PrincipalsWatcher(PolicySettings().principals_file, 60))
 
 
@@ -83,7 +84,9 @@ async def _decided(pool, calls: list[Intent]) -> list[tuple]:
         "WHERE logical_call_id = ANY($1::uuid[])", [c.logical_call_id for c in calls])}
     announced = [row["kind"] for row in await pool.fetch(
         f"SELECT envelope->>'event_type' AS kind FROM {SCHEMA}.outbox "
-        "WHERE envelope->'payload'->'intent'->>'logical_call_id' = ANY($1::text[]) ORDER BY position",
+        "WHERE coalesce(envelope->'payload'->'intent'->>'logical_call_id',"  # the verdict's
+        "               envelope->'payload'->>'logical_call_id')"  # what its agent is told
+        " = ANY($1::text[]) ORDER BY position",
         [str(c.logical_call_id) for c in calls])]
     return [rows.get(c.logical_call_id) for c in calls] + announced
 

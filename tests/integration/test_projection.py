@@ -11,23 +11,20 @@ import random
 import subprocess
 import sys
 import time
-from collections import Counter
 
 import pytest
 
-from services.projection.facts import DISPATCHER
 from services.projection.replay import first_difference, replay
 from shared.db.schemas import migrate_service
 from shared import faults
 from shared.contracts.dispatch import TOOL_ATTEMPT_STARTED, TOOL_EFFECT_RECONCILED
 from shared.faults import EXIT_CODE
-from shared.contracts.results import TOOL_CALL_AWAITING_APPROVAL
 from tests.support.kafka import create_topic
 from tests.support.processes import ServiceProcess
 from tests.support.projection_events import STORIES, RunStory, expected_status, mixed_runs
-from tests.support.projection_stage import (LedgerTopics, announcements, applied, caught_up,
+from tests.support.projection_stage import (LedgerTopics, applied, caught_up,
                                             clean, group_members, live, projecting, publish,
-                                            run_status)
+                                            run_status, written)
 
 pytestmark = pytest.mark.infra
 
@@ -38,19 +35,6 @@ async def topics(pool, endpoints) -> LedgerTopics:
     topics = LedgerTopics()
     await topics.create(endpoints.kafka_bootstrap)
     return topics
-
-
-def assert_announced_once(told: list[dict], snapshot) -> None:
-    """Every call an agent proposed whose settled state the policy decided (a denial) was
-    announced in it, once; no state the dispatcher moved a call into was (the dispatcher
-    announces those itself, ``tests/integration/test_dispatcher.py``)."""
-    counted = Counter((payload["logical_call_id"], payload["status"]) for payload in told)
-    by_policy = {(str(call.logical_call_id), call.state) for calls in snapshot.calls.values()
-                 for call in calls if call.provider_call_id and call.state == "DENIED"
-                 and call.stage < DISPATCHER}
-    assert by_policy, "the runs hold a denial by the policy"
-    assert set(counted.values()) == {1}
-    assert set(counted) == by_policy
 
 
 async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_clean_run(
@@ -77,10 +61,7 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
     assert stored == projected.hashes()
     for story, name in zip(stories, STORIES, strict=False):
         assert projected.runs[story.key].status == expected_status([name]), name
-    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
-    waited = Counter(payload["logical_call_id"] for payload in await announcements(
-        pool, topics.results_topic(), run_ids, TOOL_CALL_AWAITING_APPROVAL))
-    assert waited and set(waited.values()) == {1}, "awaiting approval is told once per call"
+    assert await written(pool, run_ids) == 0
 
 
 async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
@@ -103,8 +84,7 @@ async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(
     assert (call.state, call.attempts, call.fence, call.receipt_id) == ("SUCCEEDED", 2, 2, "r-9")
     assert call.unknown_since is not None  # the evidence that it once was unknown stays
     assert await run_status(pool, story.run_id) == "completed"
-    # what the dispatcher settled is the dispatcher's to announce
-    assert await announcements(pool, topics.results_topic(), [story.run_id]) == []
+    assert await written(pool, [story.run_id]) == 0
 
 
 async def test_a_crash_after_apply_before_commit_then_a_restart_gives_the_clean_hash(
@@ -129,7 +109,7 @@ async def test_a_crash_after_apply_before_commit_then_a_restart_gives_the_clean_
     reference = await clean(pool, topics.deliveries(every), run_ids)
     assert first_difference(projected, reference) is None
     assert projected.hashes() == reference.hashes()
-    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
+    assert await written(pool, run_ids) == 0
 
 
 async def test_a_commit_lost_at_the_crash_point_applies_the_batch_again_and_once(
@@ -149,7 +129,7 @@ async def test_a_commit_lost_at_the_crash_point_applies_the_batch_again_and_once
     assert (run.totals.applied, run.totals.dead_lettered) == (len(every), [])
     projected = await live(pool, run_ids)
     assert first_difference(projected, await clean(pool, topics.deliveries(every), run_ids)) is None
-    assert_announced_once(await announcements(pool, topics.results_topic(), run_ids), projected)
+    assert await written(pool, run_ids) == 0
 
 
 async def test_two_replicas_sharing_one_runs_topics_agree_with_a_clean_run(pool, endpoints):

@@ -114,7 +114,8 @@ class Stage:
             "policy_file": self.policy_file, "tools_file": self.tools_file,
             "intake_topic": self.intake, "approvals_topic": self.approvals,
             "authorizations_topic": self.authorizations, "compensations_topic": self.compensations,
-            "resolutions_topic": self.resolutions, "reload_interval_s": 0.2, **overrides})
+            "resolutions_topic": self.resolutions, "results_family": self.results,
+            "reload_interval_s": 0.2, **overrides})
 
     def dispatcher_env(self, **overrides) -> dict[str, str]:
         """The same settings as environment variables, for a dispatcher run as a process."""
@@ -221,8 +222,8 @@ async def park_other_tests_calls(pool) -> None:
     """Tests share one dispatcher and one policy schema, as one deployment would; a call an
     earlier test left unfinished (its services stopped mid-way) must not be picked up by this
     test's dispatcher, nor its approval request, once lapsed, be denied by this test's policy
-    sweep: the denial would go out on this test's topics, and its projection would announce
-    another test's call on this test's results topic. A call left in line for its tool's slots
+    sweep: the denial would go out on this test's topics, and tell another test's call's
+    denial on this test's results topic. A call left in line for its tool's slots
     leaves the line too: this test's sends would wait behind it, and admit it."""
     await pool.execute("UPDATE dispatcher.calls SET next_action_at = NULL, capacity = NULL"
                        " WHERE next_action_at IS NOT NULL OR capacity IS NOT NULL")

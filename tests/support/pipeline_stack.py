@@ -50,8 +50,7 @@ async def pipeline(stage: Stage, *, wallet: dict | None = None) -> AsyncIterator
                         database_url=stage.endpoints.database_url)
     projection = ProjectionSettings(intake_topic=stage.intake,
                                     authorizations_topic=stage.authorizations,
-                                    dispatch_topic=stage.dispatch, effects_topic=stage.effects,
-                                    results_family=stage.results)
+                                    dispatch_topic=stage.dispatch, effects_topic=stage.effects)
     services = [
         run_relay(settings, RelaySettings(schemas=list(SCHEMAS), poll_interval_s=0.2), stopping),
         run_intake(settings, stage.intake_settings(), stopping),

@@ -6,7 +6,6 @@ of the same events into a scratch schema."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,8 +20,6 @@ from services.projection.repository import SCHEMA
 from services.projection.settings import ProjectionSettings
 from shared.config import Endpoints, Settings
 from shared.messaging.consumer import BatchReport
-from shared.topology import results_topic
-from shared.contracts.results import TOOL_CALL_SETTLED
 from tests.support.kafka import create_topic, unique_topic, wait_for
 from tests.support.projection_events import Published
 
@@ -35,27 +32,19 @@ class LedgerTopics:
     authorizations: str = field(default_factory=lambda: unique_topic("ledger.authorizations"))
     dispatch: str = field(default_factory=lambda: unique_topic("ledger.dispatch"))
     effects: str = field(default_factory=lambda: unique_topic("ledger.effects"))
-    results: str = field(default_factory=lambda: unique_topic("agent.results"))
 
     def of(self, role: str) -> str:
         return getattr(self, role)
 
-    def results_topic(self, tenant: str = "acme") -> str:
-        """Where the projection announces this tenant's settled calls (``results`` names the
-        family: each tenant has its own)."""
-        return results_topic(tenant, self.results)
-
     def settings(self) -> ProjectionSettings:
         return ProjectionSettings(intake_topic=self.intake,
                                   authorizations_topic=self.authorizations,
-                                  dispatch_topic=self.dispatch, effects_topic=self.effects,
-                                  results_family=self.results)
+                                  dispatch_topic=self.dispatch, effects_topic=self.effects)
 
     def env(self) -> dict[str, str]:
         """The same settings for a projection run as a process."""
-        return {**{f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
-                   for name in ("intake", "authorizations", "dispatch", "effects")},
-                "INTENTLEDGER_PROJECTION_RESULTS_FAMILY": self.results}
+        return {f"INTENTLEDGER_PROJECTION_{name.upper()}_TOPIC": getattr(self, name)
+                for name in ("intake", "authorizations", "dispatch", "effects")}
 
     async def create(self, bootstrap: str) -> None:
         for topic in (self.intake, self.authorizations, self.dispatch, self.effects):
@@ -124,15 +113,11 @@ async def clean(pool, deliveries: list[Delivery], run_ids: list[str]) -> Snapsho
         await drop_scratch(pool, scratch)
 
 
-async def announcements(pool, topic: str, run_ids: list[str],
-                        event_type: str = TOOL_CALL_SETTLED) -> list[dict]:
-    """The payloads of one kind of announcement (settled, by default; or awaiting approval)
-    the projection wrote to its outbox for these runs."""
-    rows = await pool.fetch(f"SELECT envelope FROM {SCHEMA}.outbox WHERE topic = $1"
-                            " AND partition_key = ANY($2::text[])"
-                            " AND envelope->>'event_type' = $3 ORDER BY position",
-                            topic, run_ids, event_type)
-    return [json.loads(row["envelope"])["payload"] for row in rows]
+async def written(pool, run_ids: list[str]) -> int:
+    """How many records the projection wrote to its outbox for these runs: none, it tells no
+    one anything (each service announces what it decides, in the transaction that decides it)."""
+    return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.outbox"
+                               " WHERE partition_key = ANY($1::text[])", run_ids)
 
 
 async def run_status(pool, run_id: str) -> str | None:

@@ -214,8 +214,9 @@ async def test_a_settled_state_is_not_undone_by_an_older_approval_request_read_a
 
 
 async def test_a_settled_state_stays_when_the_approval_request_is_published_after_it() -> None:
-    """The dispatcher announces the settlement and the projection the approval request: a
-    lagging projection's record can land at a later offset than the settlement it preceded.
+    """The dispatcher announces the settlement and the policy the approval request: the
+    policy's record, relayed from its own outbox, can land at a later offset than the
+    settlement it preceded.
     Read live and read again from a saved handle, the call stays settled."""
     routes = router()
     call, proposal = waiting(routes)

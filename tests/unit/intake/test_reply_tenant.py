@@ -1,15 +1,18 @@
 """Whose results topic a message refused whole is answered on: the tenant its body names, else
 the one a verified signature names, else nobody's (dead-lettered). Never a topic a tenant id
-that is no DNS label would make."""
+that is no DNS label would make. And a refusal names who proposed, for the audit."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import pytest
 
+from services.proposal_intake.outcomes import Outcomes
 from services.proposal_intake.refusals import recorded_under, reply_tenant
 from services.proposal_intake.limits import ReplyAddress, reply_address
+from shared.contracts.proposals import ToolCallProposal
 from shared.identity.signatures import SignedBy
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -50,3 +53,21 @@ def test_an_unsigned_refusal_is_recorded_only_for_a_tenant_that_takes_unsigned_p
     assert recorded_under(None, address, frozenset({"acme"})) == "acme"
     assert recorded_under(None, address, frozenset({"globex"})) is None
     assert recorded_under(None, reply_address({"run_id": "r"}), frozenset({"acme"})) is None
+
+
+class _Outbox:
+    def __init__(self) -> None:
+        self.payloads: list[dict] = []
+
+    def emit(self, topic: str, envelope) -> None:
+        self.payloads.append(envelope.payload)
+
+
+def test_the_intakes_refusals_say_who_proposed_for_the_audit():
+    proposal = ToolCallProposal(run_id="run-1", principal_id="agent-7", tenant_id="acme",
+                                provider="generic", provider_call_id="c-1", tool_name="wallet.fly",
+                                tool_version=None, arguments={}, caller_operation_key=None,
+                                deadline_at=None, budget=None)
+    outbox = _Outbox()
+    Outcomes(outbox, uuid.uuid4()).rejected(proposal, "unknown_tool", "no such tool")
+    assert {(p["tenant_id"], p["principal_id"]) for p in outbox.payloads} == {("acme", "agent-7")}

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from services.projection.facts import Delivery
 from services.projection.routes import read
 from services.projection.hashing import record, run_hash
-from services.projection.reducer import SETTLED, announced, apply, derive_run
+from services.projection.reducer import apply, derive_run
 from shared.contracts.dispatch import TOOL_EFFECT_RECONCILED, TOOL_ATTEMPT_STARTED
 from shared.errors import PermanentError
 from shared.messaging.versioning import Advance
@@ -128,25 +128,6 @@ def test_an_event_that_contradicts_a_calls_identity_is_illegal():
     assert call.id == str(row.logical_call_id)
 
 
-def test_the_policys_denial_is_the_projections_to_announce():
-    story = RunStory()
-    call = story.denied()
-    calls, _ = fold(story.events)
-    [row] = calls.values()
-    assert (announced(row), row.provider_call_id) == ("DENIED", call.intent["provider_call_id"])
-
-
-@pytest.mark.parametrize("story", ["succeeded", "refused", "manual", "reconciled"])
-def test_what_the_dispatcher_moves_a_call_into_is_not_the_projections_to_announce(story):
-    """The dispatcher announces those states itself, in the transaction that records them
-    (tests/integration/test_dispatcher.py): a second announcement here would tell
-    the agent twice."""
-    calls, _ = fold(RunStory().tell(story).events)
-    [row] = calls.values()
-    assert row.provider_call_id is not None and row.state in SETTLED
-    assert announced(row) is None
-
-
 def test_an_aborted_run_names_its_stop_reason_and_counts_refused_proposals():
     story = RunStory()
     story.rejected()
@@ -174,14 +155,14 @@ def test_an_event_type_the_projection_does_not_know_is_refused_not_skipped():
         read(Delivery("ledger.intake", unknown))
 
 
-def test_a_compensation_the_policy_authorized_is_never_announced_to_the_agent():
+def test_a_compensation_the_policy_authorized_has_no_agents_call_to_pair_with():
     """Its authorization carries the dispatcher's intent (provider call id
     ``compensation:…``), but no agent proposed it: the row names what it compensates and has
-    no call to pair an answer with."""
+    no provider call id."""
     story = RunStory()
     debit = story.saga()
     calls, _ = fold(story.events)
     [refund] = [row for row in calls.values() if row.compensates is not None]
     assert str(refund.compensates) == debit.id and refund.state == "SUCCEEDED"
-    assert refund.provider_call_id is None and announced(refund) is None
-    assert calls[uuid.UUID(debit.id)].state == "COMPENSATED"  # the dispatcher's to announce
+    assert refund.provider_call_id is None
+    assert calls[uuid.UUID(debit.id)].state == "COMPENSATED"

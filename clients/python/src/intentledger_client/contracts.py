@@ -112,7 +112,7 @@ class ToolCallAwaitingApproval(BaseModel):
 
 
 Announcement = ToolCallSettled | ToolCallAwaitingApproval
-"""What the projection announces of a call after the intake's answer."""
+"""What a call's agent is told after the intake's answer (by the policy or the dispatcher)."""
 
 _RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
 

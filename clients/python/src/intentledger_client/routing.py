@@ -188,8 +188,9 @@ class Router:
 
 def _stale(current: Announcement | None, new: Announcement) -> bool:
     """An approval is awaited only before anything is sent, so it never follows a settled
-    state; but the projection announces it and the dispatcher the settlement, and the
-    projection's record can reach the topic second. A settled state stays."""
+    state; but the policy announces it and the dispatcher the settlement, two outboxes the
+    relay drains independently, so the policy's record can reach the topic second. A settled
+    state stays."""
     return isinstance(current, ToolCallSettled) and isinstance(new, ToolCallAwaitingApproval)
 
 

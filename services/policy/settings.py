@@ -7,8 +7,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.topology import (AGENT_RESULTS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS, LEDGER_COMPENSATIONS,
-                             LEDGER_INTAKE, LEDGER_RESOLUTIONS)
+from shared.topology import (AGENT_RESULTS, LEDGER_APPROVALS, LEDGER_AUTHORIZATIONS,
+                             LEDGER_COMPENSATIONS, LEDGER_INTAKE, LEDGER_RESOLUTIONS)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "config"
 

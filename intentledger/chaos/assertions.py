@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from intentledger.chaos.facts import Facts
+from intentledger.chaos.quiescence import LOOK_INTERVAL_S
 from shared.contracts.fault_protocol import CALL_FACTS, FAULT_FACTS, RUN_FACTS, Assertion
 
 _MISSING = object()
@@ -36,7 +37,7 @@ class Verdict:
 
 async def final_facts(measure: Callable[[], Awaitable[Facts]], assertions: list[Assertion],
                       snapshots: dict[str, Facts], deadline: float,
-                      interval_s: float = 0.5) -> Facts:
+                      interval_s: float = LOOK_INTERVAL_S) -> Facts:
     """The facts to judge on: measured again while an ``eventually`` assertion does not hold
     and ``deadline`` (monotonic) is ahead. Every assertion is then judged on that one later
     measurement, so what the awaited action did before it (a woken worker's send, before its

@@ -97,15 +97,7 @@ class PolicyRun(ServiceRun):
                                  topic=self.settings.approvals_topic, signer=signer(approver))
 
     async def told(self, pool, the_call: Intent) -> list[tuple[str, dict]]:
-        """What the policy wrote for ``the_call``'s agent, to its tenant's results topic, in
-        the order its outbox recorded it: (event type, payload)."""
-        rows = await pool.fetch(
-            f"SELECT envelope FROM {SCHEMA}.outbox WHERE topic = $1"
-            " AND envelope->'payload'->>'logical_call_id' = $2 ORDER BY position",
-            results_topic(the_call.tenant_id, self.settings.results_family),
-            str(the_call.logical_call_id))
-        return [(e["event_type"], e["payload"]) for e in map(json.loads,
-                                                             (r["envelope"] for r in rows))]
+        return await told(pool, self.settings.results_family, the_call)
 
     async def events(self, count: int) -> list[dict]:
         records = await read_topic(self.endpoints.kafka_bootstrap, self.settings.authorizations_topic,
@@ -173,6 +165,17 @@ async def approval_outcome(pool, event: Envelope) -> tuple[str, str | None]:
     row = await wait_for(found)
     assert row is not None, f"approval {event.event_id} was never recorded"
     return row["outcome"], row["reason_code"]
+
+
+async def told(pool, results_family: str, the_call: Intent) -> list[tuple[str, dict]]:
+    """What the policy wrote for ``the_call``'s agent, to its tenant's results topic, in the
+    order its outbox recorded it: (event type, payload)."""
+    rows = await pool.fetch(
+        f"SELECT envelope FROM {SCHEMA}.outbox WHERE topic = $1"
+        " AND envelope->'payload'->>'logical_call_id' = $2 ORDER BY position",
+        results_topic(the_call.tenant_id, results_family), str(the_call.logical_call_id))
+    return [(e["event_type"], e["payload"]) for e in map(json.loads,
+                                                         (r["envelope"] for r in rows))]
 
 
 def of(events: list[dict], the_call: Intent) -> list[tuple[str, dict]]:
@@ -391,11 +394,7 @@ async def test_two_sweepers_deny_each_lapsed_request_once(pool, endpoints, tmp_p
             f"SELECT count(*) FROM {SCHEMA}.outbox WHERE topic = $1 AND "
             "envelope->'payload'->'intent'->>'logical_call_id' = $2",
             to.authorizations_topic, str(waiting.logical_call_id)) == 1
-        assert await pool.fetchval(  # and its agent is told once
-            f"SELECT count(*) FROM {SCHEMA}.outbox WHERE topic = $1 AND "
-            "envelope->'payload'->>'logical_call_id' = $2",
-            results_topic(waiting.tenant_id, to.results_family),
-            str(waiting.logical_call_id)) == 1
+        assert len(await told(pool, to.results_family, waiting)) == 1  # its agent, once
 
 
 async def test_a_rate_limit_counts_allowed_calls_over_its_window(pool, endpoints, tmp_path):

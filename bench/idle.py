@@ -36,8 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 async def main(settle_s: float, seconds: float, out: Path) -> dict:
     settings = Settings()
-    endpoints = settings.endpoints if settings.kafka_bootstrap and settings.database_url \
-        else await asyncio.to_thread(infra.up, settings)
+    endpoints = await asyncio.to_thread(infra.attach, settings)
     await migrate_all(settings)
     stack = Stack(endpoints, settings.logs_dir, "bench-idle")
     infrastructure = Meter()

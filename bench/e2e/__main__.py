@@ -19,8 +19,7 @@ async def main(config: Config) -> int:
     for chatty in ("aiokafka", "asyncpg"):
         logging.getLogger(chatty).setLevel(logging.CRITICAL)
     settings = Settings()
-    endpoints = settings.endpoints if settings.kafka_bootstrap and settings.database_url \
-        else await asyncio.to_thread(infra.up, settings)
+    endpoints = await asyncio.to_thread(infra.attach, settings)
     bench = Bench(config, settings, endpoints)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()

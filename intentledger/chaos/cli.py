@@ -27,8 +27,7 @@ def protocol_files(arguments: list[str]) -> list[Path]:
 async def chaos_run(settings: Settings, arguments: list[str], *, as_json_output: bool) -> int:
     paths = protocol_files(arguments)
     protocols = [(path, load(path)) for path in paths]  # every file valid before anything runs
-    endpoints = settings.endpoints if settings.kafka_bootstrap and settings.database_url \
-        else await asyncio.to_thread(infra.up, settings)
+    endpoints = await asyncio.to_thread(infra.attach, settings)
     await migrate_all(settings)
     for chatty in ("aiokafka", "asyncpg"):  # the runner's own reconnects during outages
         logging.getLogger(chatty).setLevel(logging.CRITICAL)

@@ -8,9 +8,9 @@ must fix raise ``InfraError`` with a one-line message.
 """
 
 from shared.infra.errors import InfraError
-from shared.infra.manager import down, status, up
+from shared.infra.manager import attach, down, status, up
 from shared.infra.outages import (pause_kafka, resume_kafka, start_kafka, start_postgres, stop_kafka,
                                   stop_postgres)
 
-__all__ = ["InfraError", "down", "pause_kafka", "resume_kafka", "start_kafka", "start_postgres", "status",
-           "stop_kafka", "stop_postgres", "up"]
+__all__ = ["InfraError", "attach", "down", "pause_kafka", "resume_kafka", "start_kafka", "start_postgres",
+           "status", "stop_kafka", "stop_postgres", "up"]

@@ -1,8 +1,9 @@
-"""``up``, ``down`` and ``status`` of the infrastructure every service and test needs.
+"""``up``, ``attach``, ``down`` and ``status`` of the infrastructure every service and test needs.
 
 The functions are synchronous, for the CLI and for pytest fixtures; from async code call
-them through ``asyncio.to_thread``. Every call reads and writes ``<home>/infra.json`` under
-a lock, so the file always describes what runs, and ``Settings.endpoints`` reads it.
+them through ``asyncio.to_thread``. Every call that starts or stops something reads and writes
+``<home>/infra.json`` under a lock, so the file always describes what runs, and
+``Settings.endpoints`` reads it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def up(settings: Settings, secure: SecurePlan | None = None) -> Endpoints:
         state.save(settings.infra_state_file)
     say(f"ready in {time.monotonic() - began:.1f} s")
     return Endpoints(**state.endpoints)
+
+
+def attach(settings: Settings) -> Endpoints:
+    """The endpoints of the environment when it names both services, else ``up``'s: a benchmark
+    or a chaos run attaches to what it is pointed at and starts nothing, and starts both
+    itself when pointed at nothing."""
+    if settings.kafka_bootstrap and settings.database_url:
+        return settings.endpoints
+    return up(settings)
 
 
 def _choose_security(home: Path, state: InfraState, secure: SecurePlan | None) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import bench.e2e
 from bench.e2e.pipeline import ROOT, SERVICES
 
-FULL_RATES = (10, 15, 20, 25, 30, 40, 50, 75, 100, 200, 400, 800, 1600, 2400, 3200)
+FULL_RATES = (10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 400, 800, 1600, 2400, 3200)
 """Fine where the pipeline is now (tens per second: 2 cores), coarse beyond."""
 QUICK_RATES = (25, 50, 100, 200)
 HEADLINE_RATE = 100

@@ -67,7 +67,7 @@ def standing_backlog(timeline: list[dict[str, Any]], ended: float) -> int | None
     when none falls inside): what the pipeline did not once get below, not where one sample of
     a sawtooth fell. Consumers commit applied offsets every half second and the projection
     gathers its fetches, so at tens of proposals a second every group's lag swings by a few
-    hundred records in a few seconds (bench/README.md §Method); a single sample at the end made
+    hundred records in a few seconds (bench/README.md, §End to end); a single sample at the end made
     the verdict on a step that kept up a toss of a coin. An alert that must hold ``for`` a
     while reads lag the same way."""
     window = [sample["backlog"] for sample in timeline

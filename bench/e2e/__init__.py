@@ -1,7 +1,7 @@
 """End-to-end benchmark: agents' proposals through every service to their settled result.
 
-    python -m bench.e2e                      # 100/s for 60 s, the ramp (60 s steps), baselines
-    python -m bench.e2e --quick              # a smoke: 100/s, then 25, 50, 100, 200/s, 10 s each
+    python -m bench.e2e                      # the ramp (60 s steps), 10/s for 60 s, baselines
+    python -m bench.e2e --quick              # a smoke: 25, 50, 100, 200/s, then 10/s, 10 s each
     python -m bench.e2e --rates 100,400 --step-seconds 30 --replicas dispatcher=2
 
 What runs: Kafka and PostgreSQL (attached when ``INTENTLEDGER_KAFKA_BOOTSTRAP`` and
@@ -14,7 +14,7 @@ The load is open-loop: raw proposals (the generic envelope and OpenAI chat, alte
 its own operation key; runs of ``--calls-per-run`` calls spread over ``--active-runs`` runs at
 a time and over ``--wallets`` wallets) are published to ``agent.proposals`` on a fixed
 schedule, never waiting for answers. First the rate ramps up through ``--rates`` step by step;
-once the stack has drained, a latency phase offers ``--latency-rate`` (100/s, where the issue
+once the stack has drained, a latency phase offers ``--latency-rate`` (10/s, where issue 22
 states its p50/p99 targets) for one step; then a client phase offers ``--client-rate`` (10/s)
 through ``intentledger_client.Client.call``, each call timed to the outcome it returned. A step
 is *sustainable* when, for its whole length, the end-to-end p99 (proposals published in its
@@ -42,7 +42,7 @@ PostgreSQL's own counters give each step's statements and commits per settled pr
 the run's most called statements (``pg_stat_statements``, preloaded by the local PostgreSQL).
 
 Writes ``bench/results/e2e.json`` and the plots ``e2e-timeline.png`` (throughput, latency and
-backlog over time), ``e2e-latency-cdf.png`` (at 100/s, and every step) and ``e2e-cpu.png``
+backlog over time), ``e2e-latency-cdf.png`` (the latency phase, and every step) and ``e2e-cpu.png``
 (CPU and memory per process).
 
 The code, one job a module: ``config`` (the command line), ``harness`` (one run, start to end,

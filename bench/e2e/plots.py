@@ -1,5 +1,5 @@
 """The end-to-end benchmark's plots (matplotlib, no display): throughput, latency and backlog over
-time; the latency CDF at 100/s and at every step; CPU and memory per process; latency per hop."""
+time; the latency CDF of the latency phase and of every step; CPU and memory per process; latency per hop."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bench.e2e.config import LATENCY_TARGETS_MS
 from bench.e2e.figures import MACHINE, OTHER
 
 if TYPE_CHECKING:
@@ -127,12 +128,13 @@ def _cdf(result: dict[str, Any], bench: Bench, path: Path) -> None:
         figures = result["steps"][index]["settled_ms"]
         headline.set_title(f"{step.rate}/s offered: settled p50 {figures['p50']} ms, "
                            f"p99 {figures['p99']} ms")
-        headline.axvline(25, color="#a0aec0", ls="dotted", lw=1)
-        headline.axvline(100, color="#a0aec0", ls="dotted", lw=1)
+        for target in LATENCY_TARGETS_MS:
+            headline.axvline(target, color="#a0aec0", ls="dotted", lw=1)
         headline.axhline(0.5, color="#e2e8f0", lw=0.8)
         headline.axhline(0.99, color="#e2e8f0", lw=0.8)
         headline.set_xscale("log")
-        headline.set_xlabel("latency (ms); dotted: the 25 ms p50 and 100 ms p99 targets")
+        headline.set_xlabel("latency (ms); dotted: the {} ms p50 and {} ms p99 targets"
+                            .format(*LATENCY_TARGETS_MS))
         headline.set_ylabel("fraction of calls")
         headline.legend(loc="lower right", fontsize=8)
     for n, step in enumerate(bench.steps):

@@ -1,5 +1,6 @@
 """The end-to-end benchmark's plots (matplotlib, no display): throughput, latency and backlog over
-time; the latency CDF of the latency phase and of every step; CPU and memory per process; latency per hop."""
+time; the latency CDF of the latency phase and of every step; CPU and memory per process;
+latency per hop."""
 
 from __future__ import annotations
 

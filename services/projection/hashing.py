@@ -80,7 +80,8 @@ def _hashed(row: RunRow | CallRow) -> bytes:
 
 
 def scalar(value: object) -> str:
-    """JSON for the two types the rows hold that JSON lacks (also how rows are sent to SQL)."""
+    """JSON for the two types the rows hold that JSON lacks, in one canonical form: what the
+    hash is over and the tally keeps."""
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if isinstance(value, uuid.UUID):

@@ -6,7 +6,6 @@ run: the ``projection`` schema is shared."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import subprocess
@@ -25,7 +24,7 @@ from tests.support.processes import ServiceProcess
 from tests.support.projection_events import STORIES, RunStory, expected_status, mixed_runs
 from tests.support.projection_stage import (LedgerTopics, applied, caught_up,
                                             clean, group_members, live, projecting, publish,
-                                            run_status, written)
+                                            run_status, stored_as_sent, written)
 
 pytestmark = pytest.mark.infra
 
@@ -64,18 +63,6 @@ async def test_duplicate_and_out_of_order_delivery_leave_the_read_models_of_a_cl
         assert projected.runs[story.key].status == expected_status([name]), name
     assert await written(pool, run_ids) == 0
     assert await stored_as_sent(pool, every) == len(every)
-
-
-async def stored_as_sent(pool, events) -> int:
-    """How many of these events the history holds exactly in their JSON form, envelope and
-    columns: what a replay reads back and an auditor queries."""
-    return await pool.fetchval(
-        "SELECT count(*) FROM projection.events e JOIN unnest($1::uuid[], $2::jsonb[]) AS"
-        " sent(event_id, envelope) USING (event_id) WHERE e.envelope = sent.envelope"
-        " AND e.occurred_at = (sent.envelope->>'occurred_at')::timestamptz"
-        " AND e.event_type = sent.envelope->>'event_type' AND e.run_id = sent.envelope->>'run_id'",
-        [event.envelope.event_id for event in events],
-        [json.dumps(event.envelope.model_dump(mode="json")) for event in events])
 
 
 async def test_a_run_with_an_unknown_call_is_not_completed_until_reconciled(

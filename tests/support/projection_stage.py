@@ -6,6 +6,7 @@ of the same events into a scratch schema."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -118,6 +119,19 @@ async def written(pool, run_ids: list[str]) -> int:
     one anything (each service announces what it decides, in the transaction that decides it)."""
     return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.outbox"
                                " WHERE partition_key = ANY($1::text[])", run_ids)
+
+
+async def stored_as_sent(pool, events: Iterable[Published]) -> int:
+    """How many of these events the history holds exactly in their JSON form, envelope and
+    columns: what a replay reads back and an auditor queries."""
+    events = list(events)
+    return await pool.fetchval(
+        f"SELECT count(*) FROM {SCHEMA}.events e JOIN unnest($1::uuid[], $2::jsonb[]) AS"
+        " sent(event_id, envelope) USING (event_id) WHERE e.envelope = sent.envelope"
+        " AND e.occurred_at = (sent.envelope->>'occurred_at')::timestamptz"
+        " AND e.event_type = sent.envelope->>'event_type' AND e.run_id = sent.envelope->>'run_id'",
+        [event.envelope.event_id for event in events],
+        [json.dumps(event.envelope.model_dump(mode="json")) for event in events])
 
 
 async def run_status(pool, run_id: str) -> str | None:

@@ -4,8 +4,9 @@ import json
 import uuid
 
 import pytest
+from aiokafka import errors as kafka_errors
 
-from services.relay.publisher import ProducerHandle
+from services.relay.publisher import ProducerHandle, new_producer
 from services.relay.relay import Relay
 from services.relay.settings import RelaySettings
 from shared.messaging.envelope import Envelope
@@ -78,6 +79,58 @@ async def test_relay_reconnects_and_listens_again_after_its_connections_are_term
         await probe.emit(["k"], per_key=1)
         assert await wait_for(lambda: _status_is(probe, {"published": 3}), timeout=5)
         assert metrics.published == 3
+
+
+class _RefusingTopics:
+    """A real producer, except that sends to the given topics fail with the given errors."""
+
+    def __init__(self, producer, refusals: dict[str, Exception]) -> None:
+        self._producer, self._refusals = producer, refusals
+
+    def __getattr__(self, name):
+        return getattr(self._producer, name)
+
+    async def send_batch(self, batch, topic, *, partition):
+        if topic in self._refusals:
+            raise self._refusals[topic]
+        return await self._producer.send_batch(batch, topic, partition=partition)
+
+
+async def test_a_batch_the_broker_took_in_part_commits_what_went_out_and_nothing_else(
+        pool, endpoints):
+    taken, down, refused = unique_topic(), unique_topic(), unique_topic()
+    for topic in (taken, down, refused):
+        await create_topic(endpoints.kafka_bootstrap, topic)
+    probe = await Probe(pool, taken).create()
+    sent = await probe.emit(["k1", "k2"], per_key=2)
+    for topic, key in ((down, "k3"), (refused, "k4")):
+        envelope = Envelope.new(event_type="ProbeSeen", run_id=key, producer="t", payload={})
+        await probe.insert_raw_outbox(event_id=envelope.event_id, topic=topic, key=key,
+                                      envelope=envelope.model_dump_json(),
+                                      headers=envelope.headers())
+    producers = ProducerHandle(lambda: new_producer(endpoints.kafka_bootstrap, 900_000))
+    await producers.start()
+    real = producers.current
+    producers.current = _RefusingTopics(real, {
+        down: kafka_errors.KafkaConnectionError("broker went away"),
+        refused: kafka_errors.RecordTooLargeError("too large for this topic")})
+    relay = Relay(pool, producers, RelaySettings(schemas=[probe.schema]))
+    try:
+        with pytest.raises(kafka_errors.KafkaConnectionError):
+            await relay.relay_batch(probe.schema)
+        assert await probe.outbox_status() == {"published": 4, "pending": 1, "parked": 1}
+        reason = await probe.fetchval("SELECT park_reason FROM {s}.outbox WHERE status = 'parked'")
+        assert reason.startswith("RecordTooLargeError") and "too large for this topic" in reason
+        assert relay.metrics.published == 4 and relay.metrics.parked == 1
+        producers.current = real  # the broker is back: the pending row goes, nothing else again
+        assert await relay.relay_batch(probe.schema) == 1
+    finally:
+        await real.stop()
+    assert await probe.outbox_status() == {"published": 5, "parked": 1}
+    records = await read_topic(endpoints.kafka_bootstrap, taken, until=4, timeout=30)
+    assert copies_per_event(records) == {str(e.event_id): 1 for e in sent}
+    [late] = await read_topic(endpoints.kafka_bootstrap, down, until=1, timeout=30)
+    assert header(late, "run_id") == "k3"
 
 
 async def _status_is(probe: Probe, expected: dict[str, int]) -> bool:

@@ -5,13 +5,18 @@ custom script against scratch tables in a scratch schema: in ONE transaction, up
 (``INSERT .. ON CONFLICT DO UPDATE``: insert on first touch, update afterwards) and insert an
 outbox row with a jsonb envelope. The outbox table has the project's columns, generated shard,
 partial pending index and statement-level NOTIFY trigger (shared/db/migrations/messaging), so each
-commit costs what a service's commit costs. Two variants, same server settings
+commit costs what a service's commit costs. Three variants, same server settings
 (``synchronous_commit=on``, checked):
 
 - ``single``: one row pair per transaction, ``clients`` sessions → ``tps`` (the per-event ceiling
   of a design that commits once per message);
 - ``batched``: ``batch_rows`` row pairs per transaction (one set-based statement each, as the
-  services write a consumed batch) → ``batch_row_pairs_per_s`` (the ceiling with batching).
+  services write a consumed batch) → ``batch_row_pairs_per_s`` (the ceiling with batching);
+- ``single`` again with the NOTIFY trigger disabled → ``tps_without_notify``. PostgreSQL
+  serializes every committing transaction that sent a NOTIFY on one cluster-wide lock it holds
+  until the commit is flushed (``PreCommit_Notify`` in ``src/backend/commands/async.c``), so
+  such commits cannot share a WAL flush: the ratio is what the relay's wake-up costs the
+  writers' commits, and ``tps`` is the ceiling of NOTIFYing commits on this disk.
 
 Fair because it is the best case for the database: no network hops but loopback, no Kafka, no
 application work; our pipeline should be compared with it, not expected to exceed it per commit.
@@ -40,8 +45,9 @@ KEY_SPACE = 1_000_000
 
 async def run(endpoints: Endpoints, *, seconds: float = 10.0, clients: int = 16,
               threads: int | None = None, batch_rows: int = 100) -> dict:
-    """Both variants for ``seconds`` each. Returns ``tps``, ``latency_avg_ms`` (single),
-    ``batch_tps``, ``batch_row_pairs_per_s``, ``batch_latency_avg_ms`` (batched), and
+    """The three variants for ``seconds`` each. Returns ``tps``, ``latency_avg_ms`` (single),
+    ``batch_tps``, ``batch_row_pairs_per_s``, ``batch_latency_avg_ms`` (batched),
+    ``tps_without_notify``, ``latency_avg_ms_without_notify`` (single, no NOTIFY), and
     ``clients``, ``threads``, ``seconds``, ``batch_rows``, ``synchronous_commit``,
     ``failed_transactions``, ``outbox_rows`` (checked: at least what pgbench counted), ``pgbench``."""
     binary = pgbench_binary()
@@ -60,11 +66,14 @@ async def run(endpoints: Endpoints, *, seconds: float = 10.0, clients: int = 16,
                       "-T", str(max(1, round(seconds)))]
             single = await _pgbench(binary, [*common, "-f", str(single_script)], env)
             batched = await _pgbench(binary, [*common, "-f", str(batched_script)], env)
+            await conn.execute(f'ALTER TABLE "{schema}".outbox DISABLE TRIGGER outbox_notify')
+            unnotified = await _pgbench(binary, [*common, "-f", str(single_script)], env)
         pairs = await conn.fetchval(f'SELECT count(*) FROM "{schema}".outbox')
     finally:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         await conn.close()
-    expected = single["transactions"] + batched["transactions"] * batch_rows
+    expected = (single["transactions"] + batched["transactions"] * batch_rows
+                + unnotified["transactions"])
     if pairs < expected:
         raise RuntimeError(f"pgbench reported {expected} row pairs committed but the outbox holds {pairs}")
     return {
@@ -74,10 +83,12 @@ async def run(endpoints: Endpoints, *, seconds: float = 10.0, clients: int = 16,
         "batch_row_pairs_per_s": batched["tps"] * batch_rows,
         "batch_latency_avg_ms": batched["latency_avg_ms"],
         "batch_rows": batch_rows,
+        "tps_without_notify": unnotified["tps"],
+        "latency_avg_ms_without_notify": unnotified["latency_avg_ms"],
         "clients": clients,
         "threads": threads,
         "seconds": max(1, round(seconds)),
-        "failed_transactions": single["failed"] + batched["failed"],
+        "failed_transactions": single["failed"] + batched["failed"] + unnotified["failed"],
         "outbox_rows": pairs,
         "synchronous_commit": synchronous_commit,
         "pgbench": binary,

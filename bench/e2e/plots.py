@@ -143,14 +143,16 @@ def _cdf(result: dict[str, Any], bench: Bench, path: Path) -> None:
                         if not math.isnan(x))
         if values:
             every.plot(values, np.linspace(0, 1, len(values)), color=COLOURS[n % len(COLOURS)],
-                       label=f"{step.rate}/s" + ("" if result["steps"][n]["sustainable"]
-                                                  else " (not sustainable)"))
+                       label=f"{result['steps'][n]['phase']} {step.rate}/s"
+                             + ("" if result["steps"][n]["sustainable"] else " (not sustainable)"))
     every.set_xscale("log")
     every.set_title("publish → settled, every step")
     every.set_xlabel("latency (ms)")
-    every.legend(loc="lower right", fontsize=8)
+    # Beside the axes, in columns of 13: a run with history has two dozen steps.
+    every.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+                 ncol=max(1, math.ceil(len(every.get_lines()) / 13)))
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)
 
 

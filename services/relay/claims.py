@@ -47,6 +47,8 @@ async def claim_batch(conn: asyncpg.Connection, schema: str, limit: int) -> list
     remaining shards to others. Its rows are marked where they are claimed rather than by a
     second statement after the publish (one round trip per batch less): nobody sees the mark
     before the commit, and ``unclaim`` takes it back from rows that were not published. The
+    claimed rows are updated by their positions as an array (an index probe each: as a join,
+    the planner hashed a whole outbox of thousands of rows for a batch of one). The
     consistency checks the relay needs are computed by PostgreSQL in C rather than by parsing
     every envelope in Python; ``waited_ms`` is each row's time from created to claimed."""
     schema = checked_identifier(schema)
@@ -71,7 +73,7 @@ async def claim_batch(conn: asyncpg.Connection, schema: str, limit: int) -> list
                     ORDER BY position LIMIT $1 FOR UPDATE SKIP LOCKED) AS row
                 LIMIT $1)
             UPDATE "{schema}".outbox AS o SET status = 'published', published_at = clock_timestamp()
-            FROM claimed WHERE o.position = claimed.position
+            WHERE o.position = ANY (ARRAY(SELECT position FROM claimed))
             RETURNING o.position, o.topic, o.partition_key,
                       o.envelope::text AS envelope,
                       o.headers::text AS headers,

@@ -2,14 +2,12 @@
 
 Per-key order across replicas: every row of one partition key lands in the same ``shard``
 (a generated column of the outbox). A worker publishes a shard's rows only while it holds that
-shard's transaction-level advisory lock, and its batch's mark commits before the lock is
+shard's transaction-level advisory lock, and it marks a batch published before the lock is
 released, so no two workers ever publish rows of one key concurrently, and batches of a shard
 go out in ``position`` order. A batch takes rows from as many shards as it can lock: at a
 moderate rate each shard has a row or two pending, and a batch per shard would cost a
 transaction and a produce request per row. The rows themselves are still claimed ``FOR UPDATE SKIP LOCKED``.
-The claim marks its rows published in the same statement; the mark becomes true only when the
-transaction commits, after the broker acknowledged them. A crash, a timeout or a failed publish
-loses the lock, the mark and the transaction together: the rows stay pending and are published
+A crash loses the lock and the transaction together: the rows stay pending and are published
 again by whoever takes the shard next (at-least-once; consumers dedup by event id).
 """
 
@@ -38,21 +36,16 @@ def shard_lock(schema: str) -> str:
 
 
 async def claim_batch(conn: asyncpg.Connection, schema: str, limit: int) -> list:
-    """Up to ``limit`` pending rows, in ``position`` order, from shards this transaction could
-    lock, marked published; shards held by another worker are skipped, not waited for.
+    """Up to ``limit`` pending rows, each shard's in ``position`` order, from shards this
+    transaction could lock; shards held by another worker are skipped, not waited for.
 
     One statement: a loose index scan finds the shards with pending rows (one probe per shard,
     whatever the backlog), visited in random order so replicas spread over them; a shard's
     transaction-level lock is tried only when the batch reaches it, so a full batch leaves the
-    remaining shards to others. Its rows are marked where they are claimed rather than by a
-    second statement after the publish (one round trip per batch less): nobody sees the mark
-    before the commit, and ``unclaim`` takes it back from rows that were not published. The
-    claimed rows are updated by their positions as an array (an index probe each: as a join,
-    the planner hashed a whole outbox of thousands of rows for a batch of one). The
-    consistency checks the relay needs are computed by PostgreSQL in C rather than by parsing
-    every envelope in Python; ``waited_ms`` is each row's time from created to claimed."""
+    remaining shards to others. The consistency checks the relay needs are computed by
+    PostgreSQL in C rather than by parsing every envelope in Python."""
     schema = checked_identifier(schema)
-    rows = await conn.fetch(
+    return await conn.fetch(
         f"""WITH RECURSIVE shards AS (
                 (SELECT shard FROM "{schema}".outbox WHERE status = 'pending'
                  ORDER BY shard LIMIT 1)
@@ -62,45 +55,47 @@ async def claim_batch(conn: asyncpg.Connection, schema: str, limit: int) -> list
                         ORDER BY o.shard LIMIT 1)
                 FROM shards WHERE shards.shard IS NOT NULL),
             visiting AS MATERIALIZED (
-                SELECT shard FROM shards WHERE shard IS NOT NULL ORDER BY random()),
-            claimed AS MATERIALIZED (
-                SELECT row.position FROM visiting
-                CROSS JOIN LATERAL (
-                    SELECT pg_try_advisory_xact_lock(hashtext($2), visiting.shard) AS locked) AS lock
-                CROSS JOIN LATERAL (
-                    SELECT position FROM "{schema}".outbox
-                    WHERE lock.locked AND shard = visiting.shard AND status = 'pending'
-                    ORDER BY position LIMIT $1 FOR UPDATE SKIP LOCKED) AS row
-                LIMIT $1)
-            UPDATE "{schema}".outbox AS o SET status = 'published', published_at = clock_timestamp()
-            WHERE o.position = ANY (ARRAY(SELECT position FROM claimed))
-            RETURNING o.position, o.topic, o.partition_key,
-                      o.envelope::text AS envelope,
-                      o.headers::text AS headers,
-                      jsonb_typeof(o.envelope) = 'object'
-                          AND o.envelope->>'event_id' = o.event_id::text
-                          AND o.envelope->>'run_id' = o.partition_key
-                          AND coalesce(o.envelope->>'event_type', '') <> '' AS envelope_matches_row,
-                      jsonb_typeof(o.headers) = 'object' AS headers_are_object,
-                      extract(epoch FROM o.published_at - o.created_at)::float8 * 1000 AS waited_ms""",
+                SELECT shard FROM shards WHERE shard IS NOT NULL ORDER BY random())
+            SELECT row.* FROM visiting
+            CROSS JOIN LATERAL (
+                SELECT pg_try_advisory_xact_lock(hashtext($2), visiting.shard) AS locked) AS lock
+            CROSS JOIN LATERAL (
+                SELECT position, topic, partition_key,
+                       envelope::text AS envelope,
+                       headers::text AS headers,
+                       jsonb_typeof(envelope) = 'object'
+                           AND envelope->>'event_id' = event_id::text
+                           AND envelope->>'run_id' = partition_key
+                           AND coalesce(envelope->>'event_type', '') <> '' AS envelope_matches_row,
+                       jsonb_typeof(headers) = 'object' AS headers_are_object
+                FROM "{schema}".outbox
+                WHERE lock.locked AND shard = visiting.shard AND status = 'pending'
+                ORDER BY position LIMIT $1 FOR UPDATE SKIP LOCKED) AS row
+            LIMIT $1""",
         limit, shard_lock(schema),
     )
-    return sorted(rows, key=lambda row: row["position"])  # RETURNING promises no order
 
 
-async def unclaim(conn: asyncpg.Connection, schema: str, parked: dict[int, str],
-                  unpublished: list[int]) -> None:
-    """Take this transaction's mark back from claimed rows that were not published: ``parked``
-    (position → reason) can never be, ``unpublished`` stay pending for the next batch. One
-    statement for both; only on a batch that did not all go out."""
-    positions = [*parked, *unpublished]
+async def mark_published(conn: asyncpg.Connection, schema: str, positions: list[int]) -> list[float]:
+    """Guarded on ``pending`` so a row parked or published meanwhile is left as it is.
+
+    Returns each row's publish lag in milliseconds (created → published).
+    """
+    rows = await conn.fetch(
+        f"UPDATE \"{checked_identifier(schema)}\".outbox SET status = 'published', "
+        "published_at = clock_timestamp() WHERE position = ANY($1::bigint[]) AND status = 'pending' "
+        "RETURNING extract(epoch FROM published_at - created_at) * 1000 AS lag_ms",
+        positions,
+    )
+    return [float(row["lag_ms"]) for row in rows]
+
+
+async def park(conn: asyncpg.Connection, schema: str, positions: list[int], reasons: list[str]) -> None:
     await conn.execute(
-        f"UPDATE \"{checked_identifier(schema)}\".outbox AS o SET status = u.status,"
-        " park_reason = u.reason, published_at = NULL"
-        " FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(position, status, reason)"
-        " WHERE o.position = u.position",
-        positions, ["parked"] * len(parked) + ["pending"] * len(unpublished),
-        [*parked.values(), *[None] * len(unpublished)],
+        f"UPDATE \"{checked_identifier(schema)}\".outbox AS o SET status = 'parked', park_reason = p.reason "
+        "FROM unnest($1::bigint[], $2::text[]) AS p(position, reason) "
+        "WHERE o.position = p.position AND o.status = 'pending'",
+        positions, reasons,
     )
 
 

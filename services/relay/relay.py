@@ -1,17 +1,15 @@
-"""The relay loop: find outboxes with pending rows, claim a batch, publish it, commit, repeat.
+"""The relay loop: find outboxes with pending rows, claim a batch, publish it, mark it, repeat.
 
 One worker takes an outbox while its batches are partial, more join while they are full;
 workers in this process and in other replicas lock different shards (see ``claims``). The
-batch's claim marks it published, uncommitted; the crash point
-``relay.after_publish_before_mark`` sits between the broker's acknowledgement and the commit that
-makes the mark true: a crash there republishes the batch, which is what at-least-once means.
+crash point ``relay.after_publish_before_mark`` sits between the broker's acknowledgement and
+the database commit: a crash there republishes the batch, which is what at-least-once means.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -133,7 +131,6 @@ class Relay:
             rejected = {item.position: item.reason for item in checked
                         if isinstance(item, Unpublishable)}
             producer = self._producers.current
-            started = time.monotonic()
             # Bounded: during a broker outage the producer would wait for ever, holding this
             # transaction (row locks, the shard locks) and blocking shutdown.
             outcome = await asyncio.wait_for(self._publish(producer, records),
@@ -143,14 +140,9 @@ class Relay:
             if rejected:
                 log.error("parking %d outbox rows in %s: %s", len(rejected), schema,
                           sorted(rejected.items())[:3])
-            published = set(outcome.published)
-            unpublished = [r.position for r in records
-                           if r.position not in published and r.position not in rejected]
-            if rejected or unpublished:
-                await claims.unclaim(conn, schema, rejected, unpublished)
-        publishing_ms = (time.monotonic() - started) * 1000
-        self.metrics.record_batch([row["waited_ms"] + publishing_ms for row in rows
-                                   if row["position"] in published], len(rejected))
+                await claims.park(conn, schema, list(rejected), list(rejected.values()))
+            lags = await claims.mark_published(conn, schema, outcome.published)
+        self.metrics.record_batch(lags, len(rejected))
         if outcome.transient is not None:
             await self._producers.replace_if_broken(producer, outcome.transient)
             raise outcome.transient  # what was published is committed; the rest waits

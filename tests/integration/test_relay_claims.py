@@ -12,45 +12,18 @@ from tests.support.relay import running_relay
 pytestmark = pytest.mark.infra
 
 
-async def test_a_claims_mark_shows_only_once_committed_and_a_rollback_leaves_rows_pending(pool):
+async def test_marking_published_leaves_parked_and_already_published_rows_alone(pool):
     probe = await Probe(pool, "t.topic").create()
-    await probe.emit(["a", "b"], per_key=3)
-    async with pool.acquire() as claimer, pool.acquire() as rival:
-        with pytest.raises(RuntimeError, match="the publish failed"):
-            async with claimer.transaction():
-                claimed = await claims.claim_batch(claimer, probe.schema, 10)
-                positions = [row["position"] for row in claimed]
-                assert len(claimed) == 6 and positions == sorted(positions)
-                assert await probe.outbox_status() == {"pending": 6}  # marked, not committed
-                async with rival.transaction():  # both shards are held: nothing for a rival
-                    assert await claims.claim_batch(rival, probe.schema, 10) == []
-                raise RuntimeError("the publish failed")
-        assert await probe.outbox_status() == {"pending": 6}
-        async with claimer.transaction():
-            assert len(await claims.claim_batch(claimer, probe.schema, 10)) == 6
-    assert await probe.outbox_status() == {"published": 6}
-
-
-async def test_a_claim_skips_parked_and_published_rows_and_unclaim_gives_rows_back(pool):
-    probe = await Probe(pool, "t.topic").create()
-    await probe.emit(["a"], per_key=5)
-    p1, p2, p3, p4, p5 = [r["position"] for r in await probe.fetch(
+    await probe.emit(["a"], per_key=3)
+    p1, p2, p3 = [r["position"] for r in await probe.fetch(
         "SELECT position FROM {s}.outbox ORDER BY position")]
-    await probe.fetchval("UPDATE {s}.outbox SET status = 'parked', park_reason = 'by hand' "
-                         "WHERE position = $1", p1)
     async with pool.acquire() as conn:
-        async with conn.transaction():
-            assert [r["position"] for r in await claims.claim_batch(conn, probe.schema, 10)] == [
-                p2, p3, p4, p5]
-            await claims.unclaim(conn, probe.schema, {p2: "refused by the broker"}, [p3])
-        async with conn.transaction():
-            assert [r["position"] for r in await claims.claim_batch(conn, probe.schema, 10)] == [p3]
-    rows = await probe.fetch(
-        "SELECT status, park_reason, published_at IS NOT NULL AS stamped FROM {s}.outbox "
-        "ORDER BY position")
-    assert [tuple(r) for r in rows] == [
-        ("parked", "by hand", False), ("parked", "refused by the broker", False),
-        ("published", None, True), ("published", None, True), ("published", None, True)]
+        await claims.park(conn, probe.schema, [p1], ["operator parked it"])
+        assert len(await claims.mark_published(conn, probe.schema, [p2])) == 1
+        assert len(await claims.mark_published(conn, probe.schema, [p1, p2, p3])) == 1
+    rows = await probe.fetch("SELECT status, park_reason FROM {s}.outbox ORDER BY position")
+    assert [(r["status"], r["park_reason"]) for r in rows] == [
+        ("parked", "operator parked it"), ("published", None), ("published", None)]
 
 
 async def test_a_shard_locked_by_another_relay_is_not_published_while_others_flow(pool, endpoints):

@@ -108,13 +108,15 @@ async def test_a_batch_the_broker_took_in_part_commits_what_went_out_and_nothing
         await probe.insert_raw_outbox(event_id=envelope.event_id, topic=topic, key=key,
                                       envelope=envelope.model_dump_json(),
                                       headers=envelope.headers())
-    producers = ProducerHandle(lambda: new_producer(endpoints.kafka_bootstrap, 900_000))
+    settings = RelaySettings(schemas=[probe.schema])
+    producers = ProducerHandle(
+        lambda: new_producer(endpoints.kafka_bootstrap, settings.max_message_bytes))
     await producers.start()
     real = producers.current
     producers.current = _RefusingTopics(real, {
         down: kafka_errors.KafkaConnectionError("broker went away"),
         refused: kafka_errors.RecordTooLargeError("too large for this topic")})
-    relay = Relay(pool, producers, RelaySettings(schemas=[probe.schema]))
+    relay = Relay(pool, producers, settings)
     try:
         with pytest.raises(kafka_errors.KafkaConnectionError):
             await relay.relay_batch(probe.schema)

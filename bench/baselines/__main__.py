@@ -5,6 +5,7 @@
     python -m bench.baselines faststream_vs_raw [--records 100000] [--rounds 2]
     python -m bench.baselines dbos_peer [--seconds 10] [--concurrency 32] [--latency-workflows 200]
         [--mode direct|queue] [--steps transaction|step]
+    python -m bench.baselines hop_floor [--samples 100] [--idle-s 0.1]
 
 Infrastructure comes from ``intentledger infra up`` (or the INTENTLEDGER_KAFKA_BOOTSTRAP /
 INTENTLEDGER_DATABASE_URL endpoints it attaches to).
@@ -30,6 +31,7 @@ OPTIONS = {
     "faststream_vs_raw": {"records": int, "rounds": int},
     "dbos_peer": {"seconds": float, "concurrency": int, "latency_workflows": int, "mode": str,
                   "steps": str, "wallets": int},
+    "hop_floor": {"samples": int, "idle_s": float},
 }
 
 

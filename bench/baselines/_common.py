@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from shared.db.migrations import migrate, plan_for
 from shared.messaging.envelope import Envelope
 from shared.messaging.kafka_security import client_options
 
@@ -47,6 +48,13 @@ def envelope_records(count: int) -> list[tuple[bytes, bytes, list[tuple[str, byt
         records.append((run_id.encode(), envelope.value(),
                         [(name, value.encode()) for name, value in envelope.headers().items()]))
     return records
+
+
+async def scratch_outbox(conn: asyncpg.Connection, schema: str) -> None:
+    """The schema ``schema`` with the services' own messaging tables (their outbox: columns,
+    generated shard, indexes and the trigger that NOTIFYs the relay's channel with the schema's
+    name), made by the same migrations, so a baseline's commit costs what a service's does."""
+    await migrate(conn, schema, plan_for())
 
 
 def quantile(samples: list[float], q: float) -> float:

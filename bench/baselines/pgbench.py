@@ -3,10 +3,11 @@
 PostgreSQL's own load driver (``pgbench``, C, prepared statements, no Python in the path) runs a
 custom script against scratch tables in a scratch schema: in ONE transaction, upsert a state row
 (``INSERT .. ON CONFLICT DO UPDATE``: insert on first touch, update afterwards) and insert an
-outbox row with a jsonb envelope. The outbox table has the project's columns, generated shard,
-partial pending index and statement-level NOTIFY trigger (shared/db/migrations/messaging), so each
-commit costs what a service's commit costs. Three variants, same server settings
-(``synchronous_commit=on``, checked):
+outbox row with a jsonb envelope. The outbox is made by the services' own migrations
+(shared/db/migrations/messaging: columns, generated shard, indexes, the statement-level trigger
+that NOTIFYs the relay's channel), so each commit costs what a service's commit costs; run it
+with the stack stopped, as ``bench.e2e`` does, or the relay wakes for every one. Three
+variants, same server settings (``synchronous_commit=on``, checked):
 
 - ``single``: one row pair per transaction, ``clients`` sessions → ``tps`` (the per-event ceiling
   of a design that commits once per message);
@@ -36,7 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncpg
 
-from bench.baselines._common import require_durable, scratch_name
+from bench.baselines._common import require_durable, scratch_name, scratch_outbox
 from shared.config import Endpoints
 from shared.messaging.envelope import Envelope
 
@@ -56,7 +57,8 @@ async def run(endpoints: Endpoints, *, seconds: float = 10.0, clients: int = 16,
     conn = await asyncpg.connect(endpoints.database_url)
     try:
         synchronous_commit = await require_durable(conn)
-        await conn.execute(_ddl(schema))
+        await scratch_outbox(conn, schema)
+        await conn.execute(_state_ddl(schema))
         with tempfile.TemporaryDirectory(prefix="pgbench-") as folder:
             single_script, batched_script = Path(folder, "single.sql"), Path(folder, "batched.sql")
             single_script.write_text(_single_script(schema))
@@ -105,38 +107,14 @@ def pgbench_binary() -> str:
     return found
 
 
-def _ddl(schema: str) -> str:
+def _state_ddl(schema: str) -> str:
     return f"""
-CREATE SCHEMA "{schema}";
 CREATE TABLE "{schema}".state (
     id         bigint PRIMARY KEY,
     version    bigint NOT NULL,
     data       jsonb NOT NULL,
     updated_at timestamptz NOT NULL
-);
-CREATE TABLE "{schema}".outbox (
-    position      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    event_id      uuid NOT NULL UNIQUE,
-    topic         text NOT NULL,
-    partition_key text NOT NULL,
-    shard         smallint NOT NULL GENERATED ALWAYS AS ((hashtext(partition_key) & 2147483647) % 32) STORED,
-    headers       jsonb NOT NULL,
-    envelope      jsonb NOT NULL,
-    status        text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'published', 'parked')),
-    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
-    published_at  timestamptz,
-    park_reason   text
-);
-CREATE INDEX ON "{schema}".outbox (shard, position) WHERE status = 'pending';
-CREATE INDEX ON "{schema}".outbox (published_at) WHERE status = 'published';
-CREATE FUNCTION "{schema}".outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('intentledger_bench_pgbench', TG_TABLE_SCHEMA);
-    RETURN NULL;
-END $$;
-CREATE TRIGGER outbox_notify AFTER INSERT ON "{schema}".outbox
-    FOR EACH STATEMENT EXECUTE FUNCTION "{schema}".outbox_notify();
-"""
+);"""
 
 
 def _literals() -> tuple[str, str, str]:

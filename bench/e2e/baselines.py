@@ -9,9 +9,10 @@ from typing import Any
 
 from shared.config import Endpoints
 
-QUICK_SIZES = {"seconds": 5.0, "records": 20_000, "rounds": 1, "latency_workflows": 50}
+QUICK_SIZES = {"seconds": 5.0, "records": 20_000, "rounds": 1, "latency_workflows": 50,
+               "samples": 30}
 """With ``--quick``, each baseline runs with those of these sizes it takes."""
-SKIPPED = {"dbos_workflows_per_s": None, "pgbench_tps": None,
+SKIPPED = {"dbos_workflows_per_s": None, "pgbench_tps": None, "hop_floor_ms": None,
            "reason": "skipped (--no-baselines)"}
 """The baselines' entry of the result when ``--no-baselines`` (or ``--quick``) leaves them out."""
 
@@ -20,10 +21,12 @@ async def run_baselines(endpoints: Endpoints, *, quick: bool) -> dict[str, Any]:
     """The baselines and the peer of ``bench.baselines``.
 
     That package offers ``NAMES`` and ``baseline(name)``, a coroutine ``run(endpoints, **size)``
-    returning a dict; ``dbos_workflows_per_s`` is ``dbos_peer``'s ``workflows_per_s`` and
-    ``pgbench_tps`` is ``pgbench``'s ``tps``. It is imported guarded: when it is missing or a
-    baseline fails, the figure is null and ``reason`` says why; the end-to-end figures stand."""
-    figures: dict[str, Any] = {"dbos_workflows_per_s": None, "pgbench_tps": None}
+    returning a dict; ``dbos_workflows_per_s`` is ``dbos_peer``'s ``workflows_per_s``,
+    ``pgbench_tps`` is ``pgbench``'s ``tps`` and ``hop_floor_ms`` is ``hop_floor``'s. It is
+    imported guarded: when it is missing or a baseline fails, the figure is null and ``reason``
+    says why; the end-to-end figures stand."""
+    figures: dict[str, Any] = {"dbos_workflows_per_s": None, "pgbench_tps": None,
+                               "hop_floor_ms": None}
     try:
         import bench.baselines as baselines  # noqa: PLC0415 (optional: written separately)
         names, runner = baselines.NAMES, baselines.baseline
@@ -45,7 +48,9 @@ async def run_baselines(endpoints: Endpoints, *, quick: bool) -> dict[str, Any]:
     figures["details"] = details
     figures["dbos_workflows_per_s"] = (details.get("dbos_peer") or {}).get("workflows_per_s")
     figures["pgbench_tps"] = (details.get("pgbench") or {}).get("tps")
-    for key, source in (("dbos_workflows_per_s", "dbos_peer"), ("pgbench_tps", "pgbench")):
+    figures["hop_floor_ms"] = (details.get("hop_floor") or {}).get("hop_floor_ms")
+    for key, source in (("dbos_workflows_per_s", "dbos_peer"), ("pgbench_tps", "pgbench"),
+                        ("hop_floor_ms", "hop_floor")):
         if figures[key] is None and not any(r.startswith(source) for r in reasons):
             reasons.append(f"{source} gave no figure for {key}")
     if reasons:

@@ -45,6 +45,7 @@ class Config:
     out: Path
     profile_rate: int | None
     profile_s: float
+    """How long ``--profile-rate`` and ``--transactions-rate`` watch their step."""
     baselines: bool
     quick: bool
     unsigned: bool = False
@@ -55,6 +56,8 @@ class Config:
     preload: int = 0
     """Settled proposals of history loaded after the fresh ramp, before the same ramp again
     (``history``)."""
+    transactions_rate: int | None = None
+    """The ramp's step during which PostgreSQL logs every statement (``transactions``)."""
     client_rate: int = CLIENT_RATE
     """The client phase's rate (0: none): proposals through ``intentledger_client.Client``,
     for ``latency_s``."""
@@ -100,6 +103,9 @@ def parse_config(argv: list[str] | None = None) -> Config:
     parser.add_argument("--profile-rate", type=int,
                         help="py-spy every service during the step of this rate")
     parser.add_argument("--profile-seconds", type=float, default=20.0)
+    parser.add_argument("--transactions-rate", type=int,
+                        help="during the step of this rate, each service's transactions from "
+                             "PostgreSQL's statement log: span, execution, gaps")
     parser.add_argument("--baselines", dest="baselines", action="store_true", default=None,
                         help="measure the baselines and the peer (default: yes, unless --quick)")
     parser.add_argument("--no-baselines", dest="baselines", action="store_false")
@@ -120,7 +126,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
         max_p99_ms=args.max_p99_ms, max_backlog_s=args.max_backlog_s,
         abort_backlog_s=args.abort_backlog_s, replicas=_parse_replicas(args.replicas),
         env=_parse_env(args.env), out=args.out, profile_rate=args.profile_rate,
-        profile_s=args.profile_seconds,
+        profile_s=args.profile_seconds, transactions_rate=args.transactions_rate,
         baselines=args.baselines if args.baselines is not None else not args.quick,
         quick=args.quick, unsigned=args.unsigned, latency_rate=args.latency_rate,
         client_rate=args.client_rate, preload=args.preload,

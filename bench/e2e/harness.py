@@ -26,11 +26,13 @@ from bench.e2e.result import build_result
 from bench.e2e.sampler import Sampler
 from bench.e2e.statements import Statements
 from bench.e2e.steps import Step
+from bench.e2e.transactions import TransactionLog
 from bench.e2e.watch import ServiceWatch
 from intentledger.chaos.stack import Stack
 from shared.db.schemas import migrate_all
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
+from shared.infra import postgres_local
 
 
 class Bench:
@@ -57,6 +59,8 @@ class Bench:
                                     application_name="intentledger-bench", max_size=4)
         self.stack = Stack(self.endpoints, self.settings.logs_dir, "bench-e2e")
         self.profiler = Profiler(self.config, self.stack)
+        self.transactions = TransactionLog(
+            self.config, self.pool, postgres_local.log_file(self.settings, self.settings.home))
         watch = ServiceWatch(self.stack, self.problems, self.warnings)
         try:
             started_at = await self.pool.fetchval("SELECT now()")
@@ -82,8 +86,9 @@ class Bench:
             self._warn(self.statements.unavailable_reason)
             sampler = Sampler(self.config, self.pool, backlog, self.meter, self.proposals, load,
                               watch, self.statements, self.timeline)
-            phases = Phases(self.config, load, quiet, self.profiler, self.proposals, self.steps,
-                            self.timeline, self.problems, self.warnings)
+            phases = Phases(self.config, load, quiet, self.profiler, self.transactions,
+                            self.proposals, self.steps, self.timeline, self.problems,
+                            self.warnings)
             stopping = asyncio.Event()
             background = [asyncio.create_task(sampler.sample(stopping)),
                           asyncio.create_task(answers.collect(stopping))]

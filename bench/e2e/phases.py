@@ -26,6 +26,7 @@ from bench.e2e.profiles import Profiler
 from bench.e2e.proposals import Proposals
 from bench.e2e.quiet import Quiet
 from bench.e2e.steps import Step, judge
+from bench.e2e.transactions import TransactionLog
 
 WARMUP_RATE = 20
 WARMUP_SETTLE_S = 60
@@ -36,12 +37,13 @@ SEED_PROPOSALS = 400
 
 class Phases:
     def __init__(self, config: Config, load: Load, quiet: Quiet, profiler: Profiler,
-                 proposals: Proposals, steps: list[Step], timeline: list[dict[str, Any]],
-                 problems: list[str], warnings: list[str]) -> None:
+                 transactions: TransactionLog, proposals: Proposals, steps: list[Step],
+                 timeline: list[dict[str, Any]], problems: list[str], warnings: list[str]) -> None:
         self.config = config
         self.load = load
         self.quiet = quiet
         self.profiler = profiler
+        self.transactions = transactions
         self.proposals = proposals
         self.steps = steps
         self.timeline = timeline
@@ -115,6 +117,8 @@ class Phases:
                 tasks.append(asyncio.create_task(self._judge_later(previous, step)))
             if self.config.profile_rate == rate:
                 tasks.append(asyncio.create_task(self.profiler.profile(step)))
+            if self.config.transactions_rate == rate:
+                tasks.append(asyncio.create_task(self.transactions.record(step)))
             await asyncio.gather(*tasks)
             if step.stop_reason and previous is not None and not previous.verdict["sustainable"]:
                 break  # cut short because the previous step was already not sustainable

@@ -51,7 +51,8 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
     for failure in correctness["failures"] + result["problems"]:
         print(f"  FAILED: {failure}")
     print(f"  dbos_workflows_per_s {result['dbos_workflows_per_s']}, pgbench_tps "
-          f"{result['pgbench_tps']}" + (f" ({result['baselines'].get('reason')})"
+          f"{result['pgbench_tps']}, hop_floor_ms {result['hop_floor_ms']} (p50 "
+          f"{result['p50_vs_hop_floor']}x)" + (f" ({result['baselines'].get('reason')})"
                                         if result["baselines"].get("reason") else ""))
     print(f"  wrote {out / 'e2e.json'}, e2e-timeline.json and "
           f"{', '.join(p.name for p in plots)}")

@@ -66,6 +66,10 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         if on_history and best else None,
         "sustained_vs_dbos": round(best["rate_per_s"] / baselines["dbos_workflows_per_s"], 2)
         if best and baselines.get("dbos_workflows_per_s") else None,
+        "hop_floor_ms": baselines.get("hop_floor_ms"),
+        "p50_vs_hop_floor": round(headline["settled_ms"]["p50"] / baselines["hop_floor_ms"], 1)
+        if headline and headline["settled_ms"]["p50"] and baselines.get("hop_floor_ms")
+        else None,
         "max_python_service_rss_mb": max(python_services.values(), default=None),
         "events_per_cpu_s": round(correctness["ledger_events_published"] / measured_total, 1)
         if measured_total else None,
@@ -93,6 +97,7 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         "processes_not_measured": dict(bench.meter.notes),
         "correctness": correctness,
         "profiles": bench.profiler.profiles,
+        "transactions": bench.transactions.summaries,
         "postgres_statements_most_called": bench.most_called,
         "problems": bench.problems,
         "warnings": bench.warnings,

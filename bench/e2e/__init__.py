@@ -53,7 +53,8 @@ loop generator), ``client_load`` (the same schedule through the thin client), ``
 ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught up, drained),
 ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter`` (CPU and
 memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that died),
-``profiles`` (py-spy), ``hops`` (per-hop latency), ``correctness`` (the end-of-run checks),
+``profiles`` (py-spy), ``transactions`` (each service's transactions, from PostgreSQL's
+statement log), ``hops`` (per-hop latency), ``correctness`` (the end-of-run checks),
 ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures of
 ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """

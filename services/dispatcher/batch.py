@@ -2,9 +2,9 @@
 scheduler's (calls it claimed as due) or the consumer's (calls a receipt or an authorization
 just made due, stepped before that record's transaction commits: ``finishing.py``).
 
-What the steps read first (leases, runs, attempts, pending resolutions, the slots of bounded
-tools: ``capacity.py``) is read for the whole set, a statement each; leases and runs are locked
-in run order, so two batches wait for each other instead of deadlocking. Slots the steps freed
+What the steps read first is read for the whole set: the leases and the runs, a statement
+each, locked in run order, so two batches wait for each other instead of deadlocking; then the
+attempts, pending resolutions and the slots of bounded tools together (``reads.py``). Slots the steps freed
 are handed to the calls in line before the transaction commits. A step that fails for a reason
 of its own (a bug, a lost race) fails the set, which is then stepped again with a savepoint per
 call: the failing step is rolled back alone, counted (``step_failures``) and tried again after
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from services.dispatcher import capacity, leases, metrics, repository as repo, resolutions
+from services.dispatcher import capacity, leases, metrics, reads, repository as repo
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper
@@ -76,9 +76,7 @@ class Batch:
         held = await leases.hold(conn, run_keys, self._settings.worker_id,
                                  self._settings.lease_ttl_s, now)
         runs = await repo.runs_for_update(conn, list(held))
-        attempts = await repo.attempts_of(conn, call_ids)
-        pending = await resolutions.pending(conn, call_ids)
-        slots = await capacity.load(conn, self._bounds(calls))
+        attempts, pending, slots = await reads.step_reads(conn, call_ids, self._bounds(calls))
         reports, left = [], []
         for call in sorted(calls, key=lambda call: call.run):
             if (lease := held.get(call.run)) is None:

@@ -10,7 +10,7 @@ How, in the dispatcher's tables, so that every replica and every restart sees on
 
 - a tool's slots in use are its attempts (sends and lookups) unanswered and within their
   deadline (past it, a request can no longer be applied: downstreams refuse it), plus the calls
-  ``admitted`` to a slot they have not used yet; read once per batch of steps (``load``) and
+  ``admitted`` to a slot they have not used yet; read once per batch of steps (``SLOTS``) and
   counted on as the batch sends;
 - a send that finds no free slot, or finds others in line before it, leaves its call
   ``waiting`` (``decide/forward.py``); only sends wait: a lookup is recovery, and is never
@@ -85,17 +85,18 @@ class Capacity:
         return {tool: bound for tool, bound in self.bounds.items() if self.in_line[tool] > 0}
 
 
-async def load(conn: asyncpg.Connection, bounds: dict[str, int]) -> Capacity:
-    """The slots in use and the calls in line of each bounded tool, in one statement."""
+SLOTS = (f"ARRAY(SELECT ROW(t.tool_name, {_IN_USE}, {_IN_LINE})"
+         " FROM unnest($2::text[]) AS t(tool_name))")
+"""SQL, an array: the slots in use and the calls in line of each bounded tool ``$2``
+(``reads.py``)."""
+
+
+def capacity_from(bounds: dict[str, int], rows: list[tuple]) -> Capacity:
+    """One batch's ``Capacity`` from ``SLOTS``'s rows, read for the tools of ``bounds``."""
     capacity = Capacity(bounds)
-    if not bounds:
-        return capacity
-    rows = await conn.fetch(
-        f"SELECT t.tool_name, {_IN_USE} AS in_use, {_IN_LINE} AS in_line"
-        " FROM unnest($1::text[]) AS t(tool_name)", list(bounds))
-    for row in rows:
-        capacity.in_use[row["tool_name"]] = row["in_use"]
-        capacity.in_line[row["tool_name"]] = row["in_line"]
+    for tool_name, in_use, in_line in rows:
+        capacity.in_use[tool_name] = in_use
+        capacity.in_line[tool_name] = in_line
     return capacity
 
 

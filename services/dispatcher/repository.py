@@ -189,18 +189,22 @@ def _run(row: asyncpg.Record) -> Run:
     return Run(**fields)
 
 
-async def attempts_of(conn: asyncpg.Connection,
-                      call_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Attempt]]:
+ATTEMPTS = (f"ARRAY(SELECT ROW(logical_call_id, attempt, kind, fence, worker_id, started_at,"
+            f" deadline_at, status, detail, receipt, finished_at) FROM {SCHEMA}.attempts"
+            " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY logical_call_id, attempt)")
+"""SQL, an array: the attempts of the calls ``$1``, each a row of the call's id and then an
+``Attempt``'s fields in their order (``reads.py`` asks for it beside the batch's other reads)."""
+
+
+def attempts_from(rows: list[tuple], call_ids: list[uuid.UUID]
+                  ) -> dict[uuid.UUID, list[Attempt]]:
     """Each call's attempts, in order (a call without any maps to an empty list)."""
-    rows = await conn.fetch(
-        f"SELECT logical_call_id, attempt, kind, fence, worker_id, started_at, deadline_at,"
-        f" status, detail, receipt, finished_at FROM {SCHEMA}.attempts"
-        " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY logical_call_id, attempt", call_ids)
     found: dict[uuid.UUID, list[Attempt]] = {call_id: [] for call_id in call_ids}
-    for row in rows:
-        values = {name: row[name] for name in Attempt.__dataclass_fields__}
-        values["receipt"] = json.loads(row["receipt"]) if row["receipt"] else None
-        found[row["logical_call_id"]].append(Attempt(**values))
+    for logical_call_id, *values in rows:
+        attempt = Attempt(*values)
+        if attempt.receipt is not None:  # jsonb in a row comes as its text
+            attempt = replace(attempt, receipt=json.loads(attempt.receipt))
+        found[logical_call_id].append(attempt)
     return found
 
 

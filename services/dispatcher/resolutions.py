@@ -22,16 +22,21 @@ async def record(conn: asyncpg.Connection, event_id: uuid.UUID,
         event_id, logical_call_id, json.dumps(request))
 
 
-async def pending(conn: asyncpg.Connection, call_ids: list[uuid.UUID]
-                  ) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
-    """Each call's oldest resolution not yet concluded, locked (with any younger ones)."""
-    rows = await conn.fetch(
-        f"SELECT logical_call_id, event_id, request FROM {SCHEMA}.resolutions"
-        " WHERE logical_call_id = ANY($1::uuid[]) AND status = 'pending'"
-        " ORDER BY logical_call_id, received_at, event_id FOR UPDATE", call_ids)
+PENDING = (f"ARRAY(SELECT ROW(r.logical_call_id, r.event_id, r.request) FROM ("
+           f"SELECT logical_call_id, event_id, request, received_at FROM {SCHEMA}.resolutions"
+           " WHERE logical_call_id = ANY($1::uuid[]) AND status = 'pending'"
+           " ORDER BY logical_call_id, received_at, event_id FOR UPDATE) AS r"
+           " ORDER BY r.logical_call_id, r.received_at, r.event_id)")
+"""SQL, an array: the resolutions of the calls ``$1`` not concluded yet, locked, oldest first
+per call (``reads.py``)."""
+
+
+def oldest_pending(rows: list[tuple]) -> dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]]:
+    """Each call's oldest resolution not yet concluded, from ``PENDING``'s rows."""
     oldest: dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]] = {}
-    for row in rows:
-        oldest.setdefault(row["logical_call_id"], (row["event_id"], json.loads(row["request"])))
+    for logical_call_id, event_id, request in rows:
+        if logical_call_id not in oldest:
+            oldest[logical_call_id] = (event_id, json.loads(request))
     return oldest
 
 

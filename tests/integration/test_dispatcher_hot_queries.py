@@ -13,7 +13,7 @@ import uuid
 import asyncpg
 import pytest
 
-from services.dispatcher import capacity, due, leases, repository as repo, resolutions
+from services.dispatcher import capacity, due, leases, reads, repository as repo
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.plans import Explaining, whole_table_reads
@@ -78,14 +78,12 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
             "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
         await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
         await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
-        await repo.attempts_of(explaining, some)  # type: ignore[arg-type]
-        await resolutions.pending(explaining, some)  # type: ignore[arg-type]
+        await reads.step_reads(explaining, some, {"wallet.debit": 64})  # type: ignore[arg-type]
         await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
-        await capacity.load(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
         await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 9
+    assert len({sql for _, sql, _ in explaining.plans}) == 7
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
 
 

@@ -39,8 +39,8 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.baselines._common import require_durable, scratch_name, scratch_outbox, scratch_topic
-from shared.config import Endpoints
 from services.relay.main import OUTBOX_CHANNEL
+from shared.config import Endpoints
 from shared.messaging.kafka_security import client_options
 
 IDLE_S = 0.1

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.e2e.steps import Step
-from bench.e2e.transactions import TransactionLog
+from bench.e2e.transactions import SETTINGS, TransactionLog
 from shared.config import Settings
 from shared.db.pool import open_pool
 from shared.infra import postgres_local
@@ -39,7 +39,9 @@ async def test_the_step_s_transactions_are_read_back_and_the_log_is_switched_off
         ["BEGIN;", "SELECT pg_sleep(0.002)", "COMMIT;"]
     assert shape["statements"][1]["exec_ms"] >= 2.0  # PostgreSQL's own duration of the sleep
     assert shape["span_ms"] >= shape["executing_ms"]
-    assert await pool.fetchval("SHOW log_min_duration_statement") == "-1"
+    assert not await pool.fetchval(  # the server's own configuration again, for every session
+        "SELECT count(*) FROM pg_file_settings WHERE name = ANY($1::text[])"
+        " AND sourcefile LIKE '%postgresql.auto.conf'", list(SETTINGS))
 
 
 async def test_without_the_local_server_s_log_the_summary_says_why(pool, tmp_path):

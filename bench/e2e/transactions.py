@@ -24,7 +24,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,11 +53,6 @@ class _Statement:
     ended_ms: float
     label: str
     exec_ms: float
-
-
-@dataclass
-class _Open:
-    statements: list[_Statement] = field(default_factory=list)
 
 
 class TransactionLog:
@@ -105,7 +100,7 @@ class TransactionLog:
 def summarise(lines: Iterable[str]) -> dict[str, Any]:
     """Per service (``application_name`` without ``intentledger-``), its transactions' count
     and its commonest shapes, from log lines written with ``PREFIX``."""
-    open_by_backend: dict[str, tuple[str, _Open]] = {}
+    open_by_backend: dict[str, tuple[str, list[_Statement]]] = {}
     done: dict[str, list[list[_Statement]]] = defaultdict(list)
     for line in lines:
         if (match := LINE.match(line)) is None:
@@ -117,12 +112,12 @@ def summarise(lines: Iterable[str]) -> dict[str, Any]:
         statement = _Statement(ended_ms, _label(text), float(duration))
         keyword = statement.label.split(" ", 1)[0].rstrip(";").upper()
         if keyword in ("BEGIN", "START"):
-            open_by_backend[backend] = (application, _Open([statement]))
+            open_by_backend[backend] = (application, [statement])
         elif backend in open_by_backend:
-            application, transaction = open_by_backend[backend]
-            transaction.statements.append(statement)
+            application, statements = open_by_backend[backend]
+            statements.append(statement)
             if keyword in ("COMMIT", "END"):
-                done[application.removeprefix(APPLICATION_PREFIX)].append(transaction.statements)
+                done[application.removeprefix(APPLICATION_PREFIX)].append(statements)
                 del open_by_backend[backend]
             elif keyword == "ROLLBACK":
                 del open_by_backend[backend]

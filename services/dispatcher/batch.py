@@ -12,8 +12,9 @@ a backoff that doubles with each consecutive failure of that call (1 s to 5 min)
 commit. A call no step can take (a bug, a row written by hand) therefore costs a few steps an
 hour, not one a second.
 
-Time comes from PostgreSQL (``clock_timestamp()``), not from this host: leases and deadlines
-are compared by one clock however many replicas run.
+Time comes from PostgreSQL (``clock_timestamp()``, read by the statement that locked the set:
+``due.GUARD``), not from this host: leases and deadlines are compared by one clock however
+many replicas run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-import asyncpg
 
 from services.dispatcher import capacity, leases, metrics, reads, repository as repo
 from services.dispatcher.metrics import DispatcherMetrics
@@ -56,15 +56,10 @@ class Batch:
         self._failures: dict[uuid.UUID, int] = {}
         """Consecutive failed steps of each failing call, in this process."""
 
-    async def clock(self, conn: asyncpg.Connection) -> datetime:
-        """The transaction's ``now``, and its guard: a worker paused inside a step (SIGSTOP, a
-        long GC) must not keep the run's rows locked past its lease, so PostgreSQL ends the
-        session, the step rolls back, and another worker takes the run over with the next
-        fence."""
-        return await conn.fetchval(
-            "SELECT clock_timestamp() FROM (SELECT set_config('lock_timeout', '5s', true),"
-            " set_config('idle_in_transaction_session_timeout', $1, true)) AS local_settings",
-            f"{int(self._settings.lease_ttl_s * 1000)}ms")
+    @property
+    def lease_ttl_s(self) -> float:
+        """How long a stepping transaction may sit idle holding its runs (``due.GUARD``)."""
+        return self._settings.lease_ttl_s
 
     async def step(self, uow: UnitOfWork, calls: Sequence[repo.Call], now: datetime, *,
                    isolate: bool) -> tuple[list[StepReport], list[repo.Call]]:

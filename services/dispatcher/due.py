@@ -1,6 +1,10 @@
 """When the dispatcher's calls are due: the scheduler's claim, and the wake-ups that make a
 call due now (a consumer's fact, an operator's request). A NOTIFY on ``NOTIFY_CHANNEL`` tells
 the schedulers at commit; one is sent per transaction at most.
+
+The two statements that lock a batch's calls (the claim, the calls a consumer's records made
+due) are the first of a stepping transaction, and also return its ``now`` and set its guard
+(``GUARD``): one round trip for the three.
 """
 
 from __future__ import annotations
@@ -12,9 +16,26 @@ import asyncpg
 
 from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, Call
 
+GUARD = ("(SELECT clock_timestamp() AS now, set_config('lock_timeout', '5s', true),"
+         " set_config('idle_in_transaction_session_timeout', $1, true) OFFSET 0) AS guard")
+"""SQL, a one-row relation: the transaction's ``now``, and its guard. A worker paused inside a
+step (SIGSTOP, a long GC) must not keep the run's rows locked past its lease, so PostgreSQL
+ends the session, the step rolls back, and another worker takes the run over with the next
+fence. Time comes from PostgreSQL, not from this host: leases and deadlines are compared by one
+clock however many replicas run. The locking part of a statement is a LATERAL subquery that
+refers to ``guard.now``, so the guard is set before any lock is waited for."""
 
-async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
-                    limit: int) -> list[Call]:
+
+def _guard(lease_ttl_s: float) -> str:
+    return f"{int(lease_ttl_s * 1000)}ms"
+
+
+def _guarded(rows: list[asyncpg.Record]) -> tuple[datetime, list[Call]]:
+    return rows[0]["guard_now"], [Call.of(row) for row in rows if row["logical_call_id"]]
+
+
+async def claim_due(conn: asyncpg.Connection, worker_id: str, lease_ttl_s: float,
+                    limit: int) -> tuple[datetime, list[Call]]:
     """Up to ``limit`` due calls, at most one per run, of runs this worker owns, or nobody
     owns, or whose lease has expired, oldest due first; other workers' due calls are skipped,
     not waited for. One call per run: a step may change its run and the run's other calls, so
@@ -25,27 +46,31 @@ async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
 
     Each due call's lease is looked up by its key (the LATERAL ... LIMIT 1 keeps PostgreSQL
     from joining the leases table whole: it holds a row for every run there ever was, and a
-    hash of it cost more than the rest of the claim once a few thousand runs had passed)."""
-    rows = await conn.fetch(
-        f"SELECT c.* FROM {SCHEMA}.calls c WHERE c.logical_call_id IN ("
+    hash of it cost more than the rest of the claim once a few thousand runs had passed).
+    Returns the transaction's ``now`` (``GUARD``) with them."""
+    return _guarded(await conn.fetch(
+        f"SELECT guard.now AS guard_now, claimed.* FROM {GUARD} LEFT JOIN LATERAL ("
+        f" SELECT c.* FROM {SCHEMA}.calls c WHERE c.logical_call_id IN ("
         f"  SELECT DISTINCT ON (d.tenant_id, d.run_id) d.logical_call_id FROM {SCHEMA}.calls d"
         f"  LEFT JOIN LATERAL (SELECT owner_id, expires_at FROM {SCHEMA}.leases l"
         "     WHERE l.tenant_id = d.tenant_id AND l.run_id = d.run_id LIMIT 1) l ON true"
-        "   WHERE d.next_action_at <= $2"
-        "     AND (l.owner_id IS NULL OR l.owner_id = $1 OR l.expires_at <= $2)"
+        "   WHERE d.next_action_at <= guard.now"
+        "     AND (l.owner_id IS NULL OR l.owner_id = $2 OR l.expires_at <= guard.now)"
         "   ORDER BY d.tenant_id, d.run_id, d.next_action_at, d.logical_call_id)"
-        " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED", worker_id, now, limit)
-    return [Call.of(row) for row in rows]
+        " ORDER BY c.next_action_at LIMIT $3 FOR UPDATE OF c SKIP LOCKED) claimed ON true",
+        _guard(lease_ttl_s), worker_id, limit))
 
 
-async def waiting_calls_for_update(conn: asyncpg.Connection,
-                                   logical_call_ids: list[uuid.UUID]) -> list[Call]:
+async def waiting_calls_for_update(conn: asyncpg.Connection, logical_call_ids: list[uuid.UUID],
+                                   lease_ttl_s: float) -> tuple[datetime, list[Call]]:
     """Those of these calls that wait for a next step (a settled one stays asleep), locked in
-    id order."""
-    rows = await conn.fetch(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($1::uuid[])"
-                            " AND next_action_at IS NOT NULL ORDER BY logical_call_id FOR UPDATE",
-                            sorted(logical_call_ids))
-    return [Call.of(row) for row in rows]
+    id order; with the transaction's ``now`` (``GUARD``)."""
+    return _guarded(await conn.fetch(
+        f"SELECT guard.now AS guard_now, waiting.* FROM {GUARD} LEFT JOIN LATERAL ("
+        f" SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($2::uuid[])"
+        "   AND next_action_at IS NOT NULL AND guard.now IS NOT NULL"
+        " ORDER BY logical_call_id FOR UPDATE) waiting ON true",
+        _guard(lease_ttl_s), sorted(logical_call_ids)))
 
 
 async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,

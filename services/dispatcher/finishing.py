@@ -57,9 +57,9 @@ class Finishing:
 
     async def finish(self, uow: UnitOfWork, ids: set[uuid.UUID]) -> None:
         conn = uow.connection
-        now = await self._batch.clock(conn)
+        now, waiting = await due.waiting_calls_for_update(conn, list(ids), self._batch.lease_ttl_s)
         mine, left, runs = [], [], set()
-        for call in await due.waiting_calls_for_update(conn, list(ids)):
+        for call in waiting:
             tool = self._tool_of(call)
             if (tool is None or tool.adapter != "kafka" or call.run in runs
                     or call.logical_call_id in self._handed_over):

@@ -11,15 +11,17 @@ refused here, and the call is not even woken. An operator's cancellation of a ru
 apply it.
 The step that acts on them runs under the run's lease (``steps.py``), whichever replica
 consumed the record: for a call of a Kafka tool, usually in this record's own transaction,
-before it commits (``finishing.py``).
+before it commits (``finishing.py``). Consecutive authorizations, and consecutive receipts, of
+a consumed batch are applied together (``main.py``), in a constant number of statements.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 
-from services.dispatcher import cancellations, due, repository as repo, resolutions
+from services.dispatcher import attempts, cancellations, due, repository as repo, resolutions
 from services.dispatcher.breaker import Breakers
 from services.dispatcher.decide.cancel import RUN_ALREADY_STOPPED, cancelled_by
 from services.dispatcher.finishing import Finishing
@@ -100,22 +102,33 @@ class DispatcherInbox:
         return None if refused is None else f"{refused.code}: {refused.message}"
 
     async def authorized(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        authorization, traceparent = parse(envelope, Authorization), envelope.traceparent
-        intent = authorization.intent
-        if intent.compensates is not None:  # the call exists: it waits for this capability
-            await self._compensation_answered(uow, intent.logical_call_id,
-                                              authorization.capability.model_dump(mode="json"),
-                                              authorization.policy_version, None)
-            return
-        deadline = intent.deadline_at or datetime.now(UTC) + timedelta(seconds=FALLBACK_RUN_SECONDS)
-        conn = uow.connection
-        await repo.insert_run(conn, RunKey.of(intent), intent.principal_id, deadline,
-                              intent.run_max_attempts or self._settings.default_run_attempts)
-        if await repo.insert_call(conn, intent=intent.model_dump(mode="json"),
-                                  capability=authorization.capability.model_dump(mode="json"),
-                                  policy_version=authorization.capability.policy_version,
-                                  deadline_at=deadline, traceparent=traceparent):
-            self._finishing.step_before_commit(uow, intent.logical_call_id)
+        await self.authorized_all(uow, [envelope])
+
+    async def authorized_all(self, uow: UnitOfWork, envelopes: list[Envelope]) -> None:
+        """A stretch of authorizations: the new intents' runs and calls in one statement."""
+        calls: dict[uuid.UUID, repo.NewCall] = {}
+        runs: dict[RunKey, repo.NewRun] = {}
+        for envelope in envelopes:
+            authorization = parse(envelope, Authorization)
+            intent = authorization.intent
+            if intent.compensates is not None:  # the call exists: it waits for this capability
+                await self._compensation_answered(
+                    uow, intent.logical_call_id, authorization.capability.model_dump(mode="json"),
+                    authorization.policy_version, None)
+                continue
+            deadline = intent.deadline_at or datetime.now(UTC) + timedelta(
+                seconds=FALLBACK_RUN_SECONDS)
+            runs.setdefault(RunKey.of(intent), repo.NewRun(
+                RunKey.of(intent), intent.principal_id, deadline,
+                intent.run_max_attempts or self._settings.default_run_attempts))
+            calls.setdefault(intent.logical_call_id, repo.NewCall(
+                intent.model_dump(mode="json"), authorization.capability.model_dump(mode="json"),
+                authorization.capability.policy_version, deadline,
+                traceparent=envelope.traceparent))
+        if calls:
+            for new in await repo.insert_calls(uow.connection, list(calls.values()),
+                                               list(runs.values())):
+                self._finishing.step_before_commit(uow, new)
 
     async def denied(self, uow: UnitOfWork, envelope: Envelope) -> None:
         """Only a compensation waits for a denial; any other denied intent never became a call."""
@@ -137,19 +150,32 @@ class DispatcherInbox:
                      logical_call_id)
 
     async def answered(self, uow: UnitOfWork, envelope: Envelope) -> None:
-        receipt = parse(envelope, EffectReceipt)
+        await self.answered_all(uow, [envelope])
+
+    async def answered_all(self, uow: UnitOfWork, envelopes: list[Envelope]) -> None:
+        """A stretch of receipts, each the answer of the attempt it names, in two statements:
+        their calls locked first (as a step locks them), then the attempts answered."""
+        receipts = [parse(envelope, EffectReceipt) for envelope in envelopes]
         conn = uow.connection
-        call = await repo.call_for_update(conn, receipt.logical_call_id)  # call first, as a step
-        if call is None or call.operation_key != receipt.operation_key:
-            log.info("receipt for %s attempt %d: not one of our calls", receipt.operation_key,
-                     receipt.attempt)
-            return
-        detail = f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else "")
-        if not await repo.finish_attempt(conn, receipt.logical_call_id, receipt.attempt,
-                                         receipt.status, detail, receipt.model_dump(mode="json")):
-            log.info("receipt for %s attempt %d: already answered", receipt.operation_key,
-                     receipt.attempt)
-            return
-        if (tool := self._stepper.tool_of(call)) is not None:
-            self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
-        self._finishing.step_before_commit(uow, receipt.logical_call_id)
+        calls = await repo.calls_for_update(conn, [r.logical_call_id for r in receipts])
+        ours = []
+        for receipt in receipts:
+            call = calls.get(receipt.logical_call_id)
+            if call is None or call.operation_key != receipt.operation_key:
+                log.info("receipt for %s attempt %d: not one of our calls",
+                         receipt.operation_key, receipt.attempt)
+            else:
+                ours.append((call, receipt))
+        answered = await attempts.finish_attempts(conn, [attempts.Answer(
+            receipt.logical_call_id, receipt.attempt, receipt.status,
+            f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else ""),
+            receipt.model_dump(mode="json")) for _, receipt in ours]) if ours else set()
+        for call, receipt in ours:
+            if (receipt.logical_call_id, receipt.attempt) not in answered:
+                log.info("receipt for %s attempt %d: already answered", receipt.operation_key,
+                         receipt.attempt)
+                continue
+            answered.discard((receipt.logical_call_id, receipt.attempt))  # a copy: answered
+            if (tool := self._stepper.tool_of(call)) is not None:
+                self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
+            self._finishing.step_before_commit(uow, receipt.logical_call_id)

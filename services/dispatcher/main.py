@@ -36,10 +36,12 @@ from shared.db.schemas import expect_migrated, migrate_service
 from shared import faults
 from shared.identity import capability_keys
 from shared.config import Settings
+from shared.contracts.authorizations import AUTHORIZATION_ALLOWED
+from shared.contracts.effect_requests import EFFECT_RECEIPT_ISSUED
 from shared.db.wakeup import Wakeup
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
-from shared.messaging.routes import Router
+from shared.messaging.routes import Router, in_stretches
 from shared.signals import stop_on_signals
 from shared.tools import ToolRegistry, load_registry
 from shared.topology import EFFECT_RECEIPTS, LEDGER_AUTHORIZATIONS, LEDGER_RESOLUTIONS
@@ -67,15 +69,16 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
     bounded = sorted({tool.name for tool in registry.tools if tool.max_in_flight is not None})
     names = {LEDGER_AUTHORIZATIONS: config.authorizations_topic,
              EFFECT_RECEIPTS: config.reply_topic, LEDGER_RESOLUTIONS: config.resolutions_topic}
+    inbox = DispatcherInbox(stepper, breakers, config, principals,
+                            Finishing(batch, stepper.tool_of, measured))
+    routes = Router(ROUTES, names, inbox)
     service = ConsumerService(
-        name="dispatcher", schema=SCHEMA,
-        routes=Router(ROUTES, names, DispatcherInbox(stepper, breakers, config, principals,
-                                                     Finishing(batch, stepper.tool_of, measured))),
+        name="dispatcher", schema=SCHEMA, routes=routes,
         priority=tuple(names[topic] for topic in PRIORITY),
         writes=(config.dispatch_topic, config.effects_topic, config.compensations_topic,
                 *tool_topics),
         crash_point="dispatcher.after_commit", batch_size=config.batch_size,
-        decoder=decode_signed)
+        decoder=decode_signed, set_wise=True)
 
     @asynccontextmanager
     async def scheduling(pool: asyncpg.Pool) -> AsyncIterator[list[asyncio.Task]]:
@@ -118,7 +121,9 @@ async def run_dispatcher(settings: Settings, dispatcher_settings: DispatcherSett
         findings.start_at_zero(registry)
         await migrate_service(pool, SCHEMA)
 
-    return await serve(service, settings, prepare=prepare,
+    stretches = in_stretches(routes, {AUTHORIZATION_ALLOWED: inbox.authorized_all,
+                                      EFFECT_RECEIPT_ISSUED: inbox.answered_all})
+    return await serve(service, settings, stretches, prepare=prepare,
                        migrated=lambda pool: expect_migrated(pool, SCHEMA),
                        stopping=stopping or stop_on_signals(), alongside=scheduling,
                        shown=(config,))

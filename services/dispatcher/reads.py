@@ -1,7 +1,7 @@
 """What a batch's steps read besides the leases and runs they lock: each call's attempts, its
 oldest resolution not yet concluded (locked), and the bounded tools' slots, in one statement.
 
-Each is defined where its table is (``repository.ATTEMPTS``, ``resolutions.PENDING``,
+Each is defined where its table is (``attempts.ATTEMPTS``, ``resolutions.PENDING``,
 ``capacity.SLOTS``); asked for together they cost the consumer's and the scheduler's
 transactions one round trip instead of three. At 10 proposals/s a round trip inside a
 dispatcher transaction is a few tenths of a millisecond of the proposal's latency, most of it
@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from services.dispatcher import capacity, repository as repo, resolutions
+from services.dispatcher import attempts, capacity, resolutions
 from services.dispatcher.capacity import Capacity
 from services.dispatcher.repository import Attempt
 
@@ -28,8 +28,8 @@ async def step_reads(conn: asyncpg.Connection, call_ids: list[uuid.UUID],
     """The calls' attempts (every call has a list), their oldest pending resolutions, and the
     slots of the tools in ``bounds`` (none asked for when it is empty)."""
     row = await conn.fetchrow(
-        f"SELECT {repo.ATTEMPTS} AS attempts, {resolutions.PENDING} AS pending,"
+        f"SELECT {attempts.ATTEMPTS} AS attempts, {resolutions.PENDING} AS pending,"
         f" {capacity.SLOTS} AS slots", call_ids, list(bounds))
-    return (repo.attempts_from(row["attempts"], call_ids),
+    return (attempts.attempts_from(row["attempts"], call_ids),
             resolutions.oldest_pending(row["pending"]),
             capacity.capacity_from(bounds, row["slots"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -108,35 +109,64 @@ class Run:
         return RunKey(self.tenant_id, self.run_id)
 
 
-async def insert_run(conn: asyncpg.Connection, run: RunKey, principal_id: str,
-                     deadline_at: datetime, max_attempts: int) -> None:
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at, max_attempts,"
-        " work_until) VALUES ($1, $2, $3, $4, $5, $4) ON CONFLICT (tenant_id, run_id) DO NOTHING",
-        run.run_id, run.tenant_id, principal_id, deadline_at, max_attempts)
+@dataclass(frozen=True)
+class NewRun:
+    run: RunKey
+    principal_id: str
+    deadline_at: datetime
+    max_attempts: int
 
 
-async def insert_call(conn: asyncpg.Connection, *, intent: dict[str, Any],
-                      capability: dict[str, Any] | None, policy_version: str, deadline_at: datetime,
-                      compensates: uuid.UUID | None = None, traceparent: str | None = None,
-                      state: CallState = CallState.AUTHORIZED, due_at: datetime | None = None) -> bool:
-    """A new call, due at ``due_at`` (default: at once); False if this intent is already known
-    (a redelivery).
+@dataclass(frozen=True)
+class NewCall:
+    intent: dict[str, Any]
+    capability: dict[str, Any] | None
+    policy_version: str
+    deadline_at: datetime
+    compensates: uuid.UUID | None = None
+    traceparent: str | None = None
+    state: CallState = CallState.AUTHORIZED
+    due_at: datetime | None = None
+    """Default: due at once."""
+
+
+async def insert_calls(conn: asyncpg.Connection, calls: Sequence[NewCall],
+                       runs: Sequence[NewRun] = ()) -> set[uuid.UUID]:
+    """New calls, and the runs they start, in one statement (a consumed batch of
+    authorizations costs one round trip, not two per authorization); returns the calls that
+    are new. A call whose intent is known already is a redelivery and changes nothing; a run
+    known already keeps the deadline and budget its first call set.
     Another call under the same operation key is not a redelivery: it raises UniqueViolation
     (the consumer dead-letters it, visibly) instead of vanishing."""
-    inserted = await conn.fetchval(
+    rows = await conn.fetch(
+        f"WITH runs AS (INSERT INTO {SCHEMA}.runs (run_id, tenant_id, principal_id, deadline_at,"
+        "   max_attempts, work_until)"
+        "   SELECT r, t, p, d, m, d FROM unnest($1::text[], $2::text[], $3::text[],"
+        "     $4::timestamptz[], $5::int[]) AS n(r, t, p, d, m)"
+        "   ON CONFLICT (tenant_id, run_id) DO NOTHING) "
         f"INSERT INTO {SCHEMA}.calls (logical_call_id, run_id, operation_key, tool_name,"
         " tool_version, arguments_hash, canonical_arguments, principal_id, tenant_id, intent,"
         " capability, policy_version, state, version, deadline_at, next_action_at, compensates,"
-        " traceparent) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb,"
-        " $12, $13, 1, $14, coalesce($17, now()), $15, $16) ON CONFLICT (logical_call_id) DO NOTHING"
-        " RETURNING true",
-        uuid.UUID(str(intent["logical_call_id"])), intent["run_id"], intent["operation_key"],
-        intent["tool_name"], intent["tool_version"], intent["arguments_hash"],
-        json.dumps(intent["canonical_arguments"]), intent["principal_id"], intent["tenant_id"],
-        json.dumps(intent), json.dumps(capability) if capability is not None else None,
-        policy_version, state, deadline_at, compensates, traceparent, due_at)
-    return bool(inserted)
+        " traceparent) SELECT (i->>'logical_call_id')::uuid, i->>'run_id', i->>'operation_key',"
+        " i->>'tool_name', i->>'tool_version', i->>'arguments_hash', i->'canonical_arguments',"
+        " i->>'principal_id', i->>'tenant_id', i, c, v, s, 1, d, coalesce(due, now()), comp, tp"
+        " FROM unnest($6::jsonb[], $7::jsonb[], $8::text[], $9::text[], $10::timestamptz[],"
+        "   $11::timestamptz[], $12::uuid[], $13::text[]) AS n(i, c, v, s, d, due, comp, tp)"
+        " ON CONFLICT (logical_call_id) DO NOTHING RETURNING logical_call_id",
+        [run.run.run_id for run in runs], [run.run.tenant_id for run in runs],
+        [run.principal_id for run in runs], [run.deadline_at for run in runs],
+        [run.max_attempts for run in runs],
+        [json.dumps(call.intent) for call in calls],
+        [None if call.capability is None else json.dumps(call.capability) for call in calls],
+        [call.policy_version for call in calls], [str(call.state) for call in calls],
+        [call.deadline_at for call in calls], [call.due_at for call in calls],
+        [call.compensates for call in calls], [call.traceparent for call in calls])
+    return {row["logical_call_id"] for row in rows}
+
+
+async def insert_call(conn: asyncpg.Connection, call: NewCall) -> bool:
+    """``insert_calls`` of one call whose run exists; False if its intent is known already."""
+    return uuid.UUID(str(call.intent["logical_call_id"])) in await insert_calls(conn, [call])
 
 
 async def authorize_compensation(conn: asyncpg.Connection, logical_call_id: uuid.UUID,
@@ -154,10 +184,16 @@ async def authorize_compensation(conn: asyncpg.Connection, logical_call_id: uuid
         policy_version, json.dumps(refusal) if refusal is not None else None))
 
 
+async def calls_for_update(conn: asyncpg.Connection,
+                           logical_call_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Call]:
+    """Locked in id order, as every batch locks calls, so two of them cannot deadlock."""
+    rows = await conn.fetch(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($1::uuid[])"
+                            " ORDER BY logical_call_id FOR UPDATE", sorted(set(logical_call_ids)))
+    return {row["logical_call_id"]: Call.of(row) for row in rows}
+
+
 async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> Call | None:
-    row = await conn.fetchrow(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = $1 FOR UPDATE",
-                              logical_call_id)
-    return Call.of(row) if row else None
+    return (await calls_for_update(conn, [logical_call_id])).get(logical_call_id)
 
 
 async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> Run:
@@ -187,37 +223,6 @@ def _run(row: asyncpg.Record) -> Run:
         fields["cancellation"] = Cancellation(event_id, request["operator_id"],
                                               request["reason"], request["compensate"])
     return Run(**fields)
-
-
-ATTEMPTS = (f"ARRAY(SELECT ROW(logical_call_id, attempt, kind, fence, worker_id, started_at,"
-            f" deadline_at, status, detail, receipt, finished_at) FROM {SCHEMA}.attempts"
-            " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY logical_call_id, attempt)")
-"""SQL, an array: the attempts of the calls ``$1``, each a row of the call's id and then an
-``Attempt``'s fields in their order (``reads.py`` asks for it beside the batch's other reads)."""
-
-
-def attempts_from(rows: list[tuple], call_ids: list[uuid.UUID]
-                  ) -> dict[uuid.UUID, list[Attempt]]:
-    """Each call's attempts, in order (a call without any maps to an empty list)."""
-    found: dict[uuid.UUID, list[Attempt]] = {call_id: [] for call_id in call_ids}
-    for logical_call_id, *values in rows:
-        attempt = Attempt(*values)
-        if attempt.receipt is not None:  # jsonb in a row comes as its text
-            attempt = replace(attempt, receipt=json.loads(attempt.receipt))
-        found[logical_call_id].append(attempt)
-    return found
-
-
-async def finish_attempt(conn: asyncpg.Connection, logical_call_id: uuid.UUID, attempt: int,
-                         status: str, detail: str, receipt: dict[str, Any] | None) -> bool:
-    """Record what an attempt came to, once: the first answer is the evidence; a later copy
-    (a redelivered receipt) changes nothing."""
-    updated = await conn.fetchval(
-        f"UPDATE {SCHEMA}.attempts SET status = $3, detail = $4, receipt = $5::jsonb,"
-        " finished_at = now() WHERE logical_call_id = $1 AND attempt = $2 AND status IS NULL"
-        " RETURNING true",
-        logical_call_id, attempt, status, detail, json.dumps(receipt) if receipt else None)
-    return bool(updated)
 
 
 async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None) -> None:

@@ -89,11 +89,10 @@ class Saga:
         try:
             intent, proposal = self._compensation_for(original, tool, deadline)
             await repo.extend_work(step.conn, original.run, deadline)
-            if not await repo.insert_call(step.conn, intent=intent.model_dump(mode="json"),
-                                          capability=None,
-                                          policy_version=self._policy.current_version(),
-                                          deadline_at=deadline, compensates=original.logical_call_id,
-                                          traceparent=current_traceparent(), due_at=deadline):
+            if not await repo.insert_call(step.conn, repo.NewCall(
+                    intent.model_dump(mode="json"), None, self._policy.current_version(),
+                    deadline, compensates=original.logical_call_id,
+                    traceparent=current_traceparent(), due_at=deadline)):
                 raise NoCompensation(DispatchReason.COMPENSATION_NOT_AUTHORIZED,
                                      f"operation key {intent.operation_key} already names a call")
         except NoCompensation as problem:

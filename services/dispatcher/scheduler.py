@@ -17,7 +17,7 @@ from datetime import datetime
 
 import asyncpg
 
-from services.dispatcher import due, leases, repository as repo
+from services.dispatcher import attempts, due, leases, repository as repo
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from services.dispatcher.adapters.orders import Outcome
 from services.dispatcher.batch import Batch, committed
@@ -103,9 +103,9 @@ class Scheduler:
         """The batch's transaction; returns how many calls it claimed and the reports of the
         steps it committed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
-            now = await self._batch.clock(uow.connection)
-            calls = await due.claim_due(uow.connection, self._settings.worker_id, now,
-                                         self._settings.steps_per_transaction)
+            now, calls = await due.claim_due(uow.connection, self._settings.worker_id,
+                                             self._settings.lease_ttl_s,
+                                             self._settings.steps_per_transaction)
             if not calls:
                 return 0, []
             if len(calls) == self._settings.steps_per_transaction:
@@ -143,8 +143,9 @@ class Scheduler:
                            "reason": outcome.reason, "receipt_id": outcome.receipt_id,
                            "replayed": outcome.replayed,
                            "settled_by_attempt": outcome.settled_by_attempt}
-                if await repo.finish_attempt(conn, order.logical_call_id, order.attempt,
-                                             outcome.status, outcome.detail, receipt):
+                if await attempts.finish_attempt(conn, attempts.Answer(
+                        order.logical_call_id, order.attempt, outcome.status, outcome.detail,
+                        receipt)):
                     due = now + backoff(order.attempt) if outcome.status == "transient" else now
                     await repo.postpone(conn, call, due)
                     await conn.execute(f"SELECT pg_notify('{repo.NOTIFY_CHANNEL}', '')")

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import cancellations, events, leases, repository as repo, resolutions
+from services.dispatcher import (attempts, cancellations, events, leases, repository as repo,
+                                 resolutions)
 from services.dispatcher.adapters import kafka
 from services.dispatcher.adapters.orders import Order
 from services.dispatcher.authority import PolicyView
@@ -154,8 +155,8 @@ class Stepper:
                 capacity.sent(call.tool_name, call.capacity)
                 await self._start_attempt(step, action, tool)
             case FinishAttempt(attempt, status, detail):
-                await repo.finish_attempt(conn, call.logical_call_id, attempt, status, detail,
-                                          None)
+                await attempts.finish_attempt(
+                    conn, attempts.Answer(call.logical_call_id, attempt, status, detail, None))
             case ExtendWork(until):
                 await repo.extend_work(conn, call.run, until)
             case CommitEffect(producer, result, receipt_id):

@@ -10,7 +10,6 @@ from functools import partial
 
 import asyncpg
 
-from services.policy.batches import in_stretches
 from services.policy.handlers import PolicyHandler
 from services.policy.repository import SCHEMA, record_version
 from services.policy.routes import ROUTES
@@ -26,7 +25,7 @@ from shared.identity import capability_keys
 from shared.contracts.intake import PROPOSAL_ACCEPTED
 from shared.messaging.consumer import IdempotentConsumer
 from shared.messaging.consumer_service import ConsumerService, serve
-from shared.messaging.routes import Router
+from shared.messaging.routes import Router, in_stretches
 from shared.signals import stop_on_signals
 from shared.tools import load_registry
 from shared.topology import (LEDGER_APPROVALS, LEDGER_COMPENSATIONS, LEDGER_INTAKE,

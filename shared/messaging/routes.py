@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
+from itertools import groupby
 from typing import Any, Generic, TypeVar
 
-from shared.messaging.consumer import Accepts
+from shared.messaging.consumer import Accepts, BatchHandler
 
 Target = TypeVar("Target")
 Routes = Mapping[str, Mapping[str, Target | None]]
@@ -73,3 +74,19 @@ class Router(Generic[Target]):
 
 def _bound(target: Callable[..., Any] | None, holder: object | None) -> Any:
     return target if target is None or holder is None else partial(target, holder)
+
+
+def in_stretches(routes: Router, together: Mapping[str, BatchHandler]) -> BatchHandler:
+    """A set-wise handler that keeps delivery order: each stretch of consecutive events of a
+    type in ``together`` goes to its batch handler in one call (a few statements for the
+    stretch), any other event through ``routes`` on its own, in its place, so that what it
+    changes is read by the events after it."""
+    async def apply(uow: Any, events: list[Any]) -> None:
+        for kind, stretch in groupby(events, key=lambda event: event.event_type):
+            if kind in together:
+                await together[kind](uow, list(stretch))
+            else:
+                for event in stretch:
+                    await routes(uow, event)
+
+    return apply

@@ -1,15 +1,18 @@
 """The scheduler's batches, on the dispatcher's real tables: one claim takes at most one due call
 per run; one statement holds the leases of many runs while honouring another worker's unexpired
 lease (and taking over an expired one with the next fence), and skips a lease another batch has
-locked instead of waiting for it; concurrent claims never take two calls of one run; a step
+locked instead of waiting for it; concurrent claims never take two calls of one run; the
+statement that locks a batch's calls bounds every wait after it, and its own; a step
 that fails is isolated and the rest of its batch commits once, and a call whose steps keep
 failing waits ever longer."""
 
 import asyncio
+import time
 import uuid
 from datetime import timedelta
 from types import SimpleNamespace
 
+import asyncpg
 import pytest
 
 from services.dispatcher import due, leases, repository as repo
@@ -45,10 +48,10 @@ def _unique() -> str:
 async def _due_calls(conn, run_id: str, count: int, tenant: str = "acme") -> list:
     intents = [debit_intent("w-batch", run_id=run_id).model_copy(update={"tenant_id": tenant})
                for _ in range(count)]
-    await repo.insert_run(conn, RunKey(tenant, run_id), "agent-7", intents[0].deadline_at, 10)
-    for intent in intents:
-        await repo.insert_call(conn, intent=intent.model_dump(mode="json"), capability=None,
-                               policy_version="v1", deadline_at=intent.deadline_at)
+    await repo.insert_calls(
+        conn, [repo.NewCall(intent.model_dump(mode="json"), None, "v1", intent.deadline_at)
+               for intent in intents],
+        [repo.NewRun(RunKey(tenant, run_id), "agent-7", intents[0].deadline_at, 10)])
     return intents
 
 
@@ -56,8 +59,7 @@ async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
     async with rolled_back(pool) as conn:
         busy = await _due_calls(conn, f"run-busy-{_unique()}", 3)
         quiet = await _due_calls(conn, f"run-quiet-{_unique()}", 1)
-        now = await conn.fetchval("SELECT clock_timestamp()")
-        claimed = await due.claim_due(conn, "worker-a", now, 10)
+        _, claimed = await due.claim_due(conn, "worker-a", 10.0, 10)
     assert sorted(call.run_id for call in claimed) == sorted({busy[0].run_id, quiet[0].run_id})
     assert {call.logical_call_id for call in claimed} & {i.logical_call_id for i in busy}
 
@@ -117,11 +119,37 @@ async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):
         async with conn.transaction():  # one now(): every call of the run is due at one instant
             await _due_calls(conn, run_id, 5)
     async with rolled_back(pool) as first, rolled_back(pool) as second:
-        now = await first.fetchval("SELECT clock_timestamp()")
-        taken = await due.claim_due(first, "worker-a", now, 10)
-        also = await due.claim_due(second, "worker-a", now, 10)
+        _, taken = await due.claim_due(first, "worker-a", 10.0, 10)
+        _, also = await due.claim_due(second, "worker-a", 10.0, 10)
     assert [call.run_id for call in taken] == [run_id]
     assert [call for call in also if call.run_id == run_id] == []
+
+
+async def test_the_statement_that_locks_a_batch_bounds_its_own_wait_and_the_transactions(stage, pool):
+    """A worker paused inside a step must not hold its runs' rows past its lease. The statement
+    that locks a batch's calls sets the transaction's lock timeout and idle timeout, and sets
+    them before it waits for a lock itself: a call a paused transaction holds is given up on
+    after the lock timeout, not waited for for ever."""
+    run_id = f"run-guard-{_unique()}"
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            [intent] = await _due_calls(conn, run_id, 1)
+    async with rolled_back(pool) as paused, rolled_back(pool) as stepping:
+        await paused.execute("SELECT FROM dispatcher.calls WHERE logical_call_id = $1 FOR UPDATE",
+                             intent.logical_call_id)
+        started = time.monotonic()
+        with pytest.raises(asyncpg.LockNotAvailableError):
+            await asyncio.wait_for(due.waiting_calls_for_update(
+                stepping, [intent.logical_call_id], 0.75), timeout=20)
+        assert 4 < time.monotonic() - started < 15  # lock_timeout: 5 s
+    async with rolled_back(pool) as conn:
+        now, _ = await due.claim_due(conn, "worker-a", 0.75, 10)
+        assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "750ms"
+        assert await conn.fetchval("SHOW lock_timeout") == "5s"
+        assert abs(await conn.fetchval("SELECT clock_timestamp()") - now) < timedelta(seconds=5)
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE dispatcher.calls SET next_action_at = NULL"
+                           " WHERE logical_call_id = $1", intent.logical_call_id)
 
 
 class _StepperFailingOn:

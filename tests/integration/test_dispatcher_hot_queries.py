@@ -70,16 +70,17 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
     async with rolled_back(pool) as conn:
         await fill_history(conn, prefix)
         run = RunKey("acme", f"{prefix}due")
-        await repo.insert_run(conn, run, "agent-7", await conn.fetchval("SELECT now()"), 10)
+        await repo.insert_calls(conn, [], [repo.NewRun(run, "agent-7",
+                                                       await conn.fetchval("SELECT now()"), 10)])
         explaining = Explaining(conn)
         now = await conn.fetchval("SELECT clock_timestamp()")
-        await due.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
+        await due.claim_due(explaining, "worker-a", 10.0, 50)  # type: ignore[arg-type]
         some = [row["logical_call_id"] for row in await conn.fetch(
             "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
         await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
         await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
         await reads.step_reads(explaining, some, {"wallet.debit": 64})  # type: ignore[arg-type]
-        await due.waiting_calls_for_update(explaining, some)  # type: ignore[arg-type]
+        await due.waiting_calls_for_update(explaining, some, 10.0)  # type: ignore[arg-type]
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
         await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
 

@@ -30,10 +30,10 @@ async def migrated(pool):
 
 async def new_call(conn, *, compensates: uuid.UUID | None = None) -> repo.Call:
     intent = debit_intent(f"wallet-{uuid.uuid4().hex[:6]}")
-    await repo.insert_run(conn, RunKey.of(intent), intent.principal_id, intent.deadline_at, 5)
-    await repo.insert_call(conn, intent=intent.model_dump(mode="json"), capability={},
-                           policy_version="v1", deadline_at=intent.deadline_at,
-                           compensates=compensates)
+    await repo.insert_calls(
+        conn, [repo.NewCall(intent.model_dump(mode="json"), {}, "v1", intent.deadline_at,
+                            compensates=compensates)],
+        [repo.NewRun(RunKey.of(intent), intent.principal_id, intent.deadline_at, 5)])
     return await repo.call_for_update(conn, intent.logical_call_id)
 
 

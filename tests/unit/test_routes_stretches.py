@@ -1,9 +1,10 @@
-"""The policy's set-wise handler keeps delivery order: a stretch of accepted intents goes to
-the batch handler in one call, anything between stretches through the routes in its place."""
+"""A set-wise handler keeps delivery order (the policy's accepted intents, the dispatcher's
+authorizations and receipts): a stretch of a batched type goes to its batch handler in one
+call, anything between stretches through the routes in its place."""
 
 from dataclasses import dataclass
 
-from services.policy.batches import in_stretches
+from shared.messaging.routes import in_stretches
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from services.dispatcher.decide.actions import Action, AdvanceSaga, SettleOriginal, StopRun
-from services.dispatcher.repository import Call
+from services.dispatcher.repository import Call, Run
 from shared.contracts.dispatch import CallState as S, DispatchReason
 from shared.tools import ToolSpec
 
@@ -21,10 +21,15 @@ STOPS_WITHOUT_UNDOING = frozenset({DispatchReason.RUN_ATTEMPT_BUDGET_EXHAUSTED,
 and what it did is what it was asked to do."""
 
 
-def after_success(call: Call) -> list[Action]:
+def after_success(call: Call, run: Run) -> list[Action]:
+    """``run`` as the step read it: locked for the step, so nothing stops it meanwhile, and a
+    success stops nothing. In a run still going, no saga has anything to do (and its position
+    is not read)."""
     if call.compensates is not None:
         return [SettleOriginal(S.COMPENSATED, None), AdvanceSaga()]
-    return [AdvanceSaga()]  # in an aborted run, this effect is compensated too
+    if run.aborted_at is not None and run.compensates:
+        return [AdvanceSaga()]  # in an aborted run, this effect is compensated too
+    return []
 
 
 def after_failure(call: Call, reason: DispatchReason, detail: str) -> list[Action]:

@@ -34,7 +34,7 @@ def resolve(step: Situation, repair: Repair) -> tuple[list[Action], bool]:
         Count(metrics.RESOLUTION, step.call.tool_name)]
     if succeeded:
         actions.append(CommitEffect(step.latest, result, resolution.receipt_id))
-        return actions + compensate.after_success(step.call), True
+        return actions + compensate.after_success(step.call, step.run), True
     return actions + compensate.after_failure(step.call, reason, resolution.reason), True
 
 

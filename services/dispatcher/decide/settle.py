@@ -35,7 +35,7 @@ def succeed(step: Situation, attempt: Attempt, *, reconciled: bool) -> list[Acti
         CommitEffect(producer_of(step, attempt), result, receipt_id)]
     if reconciled:
         actions.append(Count(metrics.RECONCILED, step.call.tool_name))
-    return actions + compensate.after_success(step.call)
+    return actions + compensate.after_success(step.call, step.run)
 
 
 def producer_of(step: Situation, proof: Attempt) -> Attempt:

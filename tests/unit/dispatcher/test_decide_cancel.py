@@ -34,8 +34,12 @@ TABLE = {
          [STOP, "cancellation applied", "wait"]),
     "a call in flight whose answer came settles with it":
         (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()]),
-         [STOP, "cancellation applied", "SUCCEEDED by ToolResultRecorded", "effect of #1",
-          "saga"]),
+         [STOP, "cancellation applied", "SUCCEEDED by ToolResultRecorded", "effect of #1"]),
+    "with compensate, a call in flight whose answer came is undone too":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()],
+              run=replace(RUN, cancellation=UNDO)),
+         ["stop run (run_cancelled)", "cancellation applied", "saga",
+          "SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
     "a call whose outcome is unknown is still reconciled":
         (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[an_attempt(1)]),
          [STOP, "cancellation applied", "#1 unknown", "extend work",

@@ -117,12 +117,20 @@ TABLE = {
          ["#1 unknown", "extend work", "UNKNOWN by ToolOutcomeMarkedUnknown"]),
     "an applied receipt succeeds and records the effect":
         (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()]),
+         ["SUCCEEDED by ToolResultRecorded", "effect of #1"]),
+    "an answer that comes after its run stopped to undo its steps is undone too":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()],
+              run=replace(RUN, aborted_at=NOW, abort_reason="x", compensates=True)),
          ["SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
+    "an answer that comes after its run stopped keeping its steps is kept":
+        (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()],
+              run=replace(RUN, aborted_at=NOW, abort_reason="x", compensates=False)),
+         ["SUCCEEDED by ToolResultRecorded", "effect of #1"]),
     "a replayed receipt names the attempt that applied the effect":
         (dict(call=a_call(S.DISPATCHING, attempts=2),
               attempts=[an_attempt(1, status="transient"),
                         applied(2, replayed=True, settled_by_attempt=1)]),
-         ["SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
+         ["SUCCEEDED by ToolResultRecorded", "effect of #1"]),
     "a result that breaks the tool's schema goes to a person":
         (dict(call=a_call(S.DISPATCHING, attempts=1),
               attempts=[an_attempt(1, status="applied", receipt={"result": {"x": 1}})]),

@@ -59,7 +59,7 @@ TABLE = {
          ["MANUAL_REVIEW by ManualReviewRequired (no_reconciliation_path)"]),
     "a lookup that finds the effect settles it as reconciled":
         (dict(call=a_call(S.RECONCILING, attempts=2), attempts=[SENT, applied(2)]),
-         ["SUCCEEDED by ToolEffectReconciled", "effect of #2", "saga"]),
+         ["SUCCEEDED by ToolEffectReconciled", "effect of #2"]),
     "a lookup that finds a rejection fails the call":
         (dict(call=a_call(S.RECONCILING, attempts=2),
               attempts=[SENT, replace(LOOKED, status="rejected", receipt={"reason": "no"})]),
@@ -91,7 +91,7 @@ TABLE = {
     "an operator settles a call in review, with its effect":
         (dict(call=a_call(S.MANUAL_REVIEW, attempts=1), attempts=[SENT], repair=a_repair()),
          ["SUCCEEDED by ToolOutcomeResolved (resolved_by_operator)", "repair applied",
-          "effect of #1", "saga"]),
+          "effect of #1"]),
     "an operator fails a call in review, which stops the run":
         (dict(call=a_call(S.MANUAL_REVIEW, attempts=1), attempts=[SENT],
               repair=a_repair("failed")),
@@ -100,7 +100,7 @@ TABLE = {
     "a resolution of a call still in flight is refused, and the step goes on":
         (dict(call=a_call(S.DISPATCHING, attempts=1), attempts=[applied()],
               repair=a_repair()),
-         ["repair refused", "SUCCEEDED by ToolResultRecorded", "effect of #1", "saga"]),
+         ["repair refused", "SUCCEEDED by ToolResultRecorded", "effect of #1"]),
     "a resolution by someone no rule names is refused":
         (dict(call=a_call(S.MANUAL_REVIEW, attempts=1), attempts=[SENT],
               repair=a_repair(operator="agent-7")),

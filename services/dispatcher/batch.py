@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-
 from services.dispatcher import capacity, leases, metrics, reads, repository as repo
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.settings import DispatcherSettings

@@ -175,7 +175,8 @@ class DispatcherInbox:
                 log.info("receipt for %s attempt %d: already answered", receipt.operation_key,
                          receipt.attempt)
                 continue
-            answered.discard((receipt.logical_call_id, receipt.attempt))  # a copy: answered
+            # A second copy of this answer later in the stretch finds it answered already.
+            answered.discard((receipt.logical_call_id, receipt.attempt))
             if (tool := self._stepper.tool_of(call)) is not None:
                 self._breakers.succeeded(dependency_of(tool))  # it answered: it is reachable
             self._finishing.step_before_commit(uow, receipt.logical_call_id)

@@ -103,9 +103,9 @@ class Scheduler:
         """The batch's transaction; returns how many calls it claimed and the reports of the
         steps it committed."""
         async with UnitOfWork(self._pool, repo.SCHEMA) as uow:
-            now, calls = await due.claim_due(uow.connection, self._settings.worker_id,
-                                             self._settings.lease_ttl_s,
-                                             self._settings.steps_per_transaction)
+            now = await due.clock(uow.connection, self._settings.lease_ttl_s)
+            calls = await due.claim_due(uow.connection, self._settings.worker_id, now,
+                                         self._settings.steps_per_transaction)
             if not calls:
                 return 0, []
             if len(calls) == self._settings.steps_per_transaction:

@@ -59,7 +59,8 @@ async def test_one_claim_takes_at_most_one_due_call_per_run(stage, pool):
     async with rolled_back(pool) as conn:
         busy = await _due_calls(conn, f"run-busy-{_unique()}", 3)
         quiet = await _due_calls(conn, f"run-quiet-{_unique()}", 1)
-        _, claimed = await due.claim_due(conn, "worker-a", 10.0, 10)
+        now = await conn.fetchval("SELECT clock_timestamp()")
+        claimed = await due.claim_due(conn, "worker-a", now, 10)
     assert sorted(call.run_id for call in claimed) == sorted({busy[0].run_id, quiet[0].run_id})
     assert {call.logical_call_id for call in claimed} & {i.logical_call_id for i in busy}
 
@@ -119,8 +120,9 @@ async def test_concurrent_claims_never_take_two_calls_of_one_run(stage, pool):
         async with conn.transaction():  # one now(): every call of the run is due at one instant
             await _due_calls(conn, run_id, 5)
     async with rolled_back(pool) as first, rolled_back(pool) as second:
-        _, taken = await due.claim_due(first, "worker-a", 10.0, 10)
-        _, also = await due.claim_due(second, "worker-a", 10.0, 10)
+        now = await first.fetchval("SELECT clock_timestamp()")
+        taken = await due.claim_due(first, "worker-a", now, 10)
+        also = await due.claim_due(second, "worker-a", now, 10)
     assert [call.run_id for call in taken] == [run_id]
     assert [call for call in also if call.run_id == run_id] == []
 
@@ -143,7 +145,7 @@ async def test_the_statement_that_locks_a_batch_bounds_its_own_wait_and_the_tran
                 stepping, [intent.logical_call_id], 0.75), timeout=20)
         assert 4 < time.monotonic() - started < 15  # lock_timeout: 5 s
     async with rolled_back(pool) as conn:
-        now, _ = await due.claim_due(conn, "worker-a", 0.75, 10)
+        now = await due.clock(conn, 0.75)
         assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "750ms"
         assert await conn.fetchval("SHOW lock_timeout") == "5s"
         assert abs(await conn.fetchval("SELECT clock_timestamp()") - now) < timedelta(seconds=5)

@@ -74,7 +74,7 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
                                                        await conn.fetchval("SELECT now()"), 10)])
         explaining = Explaining(conn)
         now = await conn.fetchval("SELECT clock_timestamp()")
-        await due.claim_due(explaining, "worker-a", 10.0, 50)  # type: ignore[arg-type]
+        await due.claim_due(explaining, "worker-a", now, 50)  # type: ignore[arg-type]
         some = [row["logical_call_id"] for row in await conn.fetch(
             "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
         await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]

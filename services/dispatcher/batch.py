@@ -5,16 +5,16 @@ just made due, stepped before that record's transaction commits: ``finishing.py`
 What the steps read first is read for the whole set: the leases and the runs, a statement
 each, locked in run order, so two batches wait for each other instead of deadlocking; then the
 attempts, pending resolutions and the slots of bounded tools together (``reads.py``). Slots
-the steps freed are handed to the calls in line before the transaction commits. A step that fails for a reason
-of its own (a bug, a lost race) fails the set, which is then stepped again with a savepoint per
-call: the failing step is rolled back alone, counted (``step_failures``) and tried again after
-a backoff that doubles with each consecutive failure of that call (1 s to 5 min), the others
-commit. A call no step can take (a bug, a row written by hand) therefore costs a few steps an
-hour, not one a second.
+the steps freed are handed to the calls in line before the transaction commits. A step that
+fails for a reason of its own (a bug, a lost race) fails the set, which is then stepped again
+with a savepoint per call: the failing step is rolled back alone, counted (``step_failures``)
+and tried again after a backoff that doubles with each consecutive failure of that call (1 s
+to 5 min), the others commit. A call no step can take (a bug, a row written by hand) therefore
+costs a few steps an hour, not one a second.
 
-Time comes from PostgreSQL (``clock_timestamp()``, read by the statement that locked the set:
-``due.GUARD``), not from this host: leases and deadlines are compared by one clock however
-many replicas run.
+Time comes from PostgreSQL (``clock_timestamp()``, read with the transaction's guard before
+the set was locked: ``due.GUARD``), not from this host: leases and deadlines are compared by
+one clock however many replicas run.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 a whole table, so dispatching does not slow as runs pass (every run leaves its row, its lease
 and its calls behind for good). Checked on the plans PostgreSQL chooses, generic and custom,
 for the very statements the claim and a batch's reads send (the bounded tools' slots
-included), over thousands of settled runs,
-analysed as autovacuum would have it; all inside one transaction that is rolled back. The same
-for the backlog gauges every replica samples."""
+included), over thousands of settled runs analysed as autovacuum would have it, all inside one
+transaction that is rolled back; and on the rows those plans expect, which must be few: a plan
+that is right at this size on a wrong estimate reads the whole table at a million proposals
+(a claim that hid its ``now`` from the planner did). The same for the backlog gauges every
+replica samples."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from services.dispatcher import capacity, due, leases, reads, repository as repo
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
-from tests.support.plans import Explaining, whole_table_reads
+from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -31,6 +33,8 @@ async def migrated(pool):
 HISTORY_RUNS = 4_000
 CALLS_PER_RUN = 10
 HOT_TABLES = {"calls", "leases", "runs", "attempts", "resolutions"}
+FEW = HISTORY_RUNS * CALLS_PER_RUN // 100
+"""More rows than a hot statement's scan may expect: a hundredth of the calls (40 are due)."""
 
 
 async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
@@ -86,6 +90,7 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
 
     assert len({sql for _, sql, _ in explaining.plans}) == 7
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
+    assert overestimated_scans(explaining.plans, HOT_TABLES, FEW) == []
 
 
 async def test_the_backlog_gauges_read_no_whole_table(pool):

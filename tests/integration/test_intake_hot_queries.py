@@ -19,7 +19,7 @@ from services.proposal_intake.settings import IntakeSettings
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
-from tests.support.plans import Explaining, whole_table_reads
+from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -90,3 +90,4 @@ async def test_taking_a_batch_reads_no_whole_table(pool):
 
     assert len({sql for _, sql, _ in explaining.plans}) == 5
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
+    assert overestimated_scans(explaining.plans, HOT_TABLES, HISTORY_RUNS * CALLS_PER_RUN // 100) == []

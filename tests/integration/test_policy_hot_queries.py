@@ -18,7 +18,7 @@ from services.policy import cancellations, repository as repo
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
-from tests.support.plans import CUSTOM, Explaining, nodes, whole_table_reads
+from tests.support.plans import CUSTOM, Explaining, nodes, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -97,6 +97,7 @@ async def test_deciding_and_concluding_read_no_whole_table(history):
 
     assert len({sql for _, sql, _ in explaining.plans}) == 7
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
+    assert overestimated_scans(explaining.plans, HOT_TABLES, HISTORY_DECISIONS // 100) == []
 
 
 async def test_a_limits_window_is_read_through_its_time_by_a_wide_margin(history):

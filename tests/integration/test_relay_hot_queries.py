@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from services.relay import claims
-from tests.support.plans import Explaining, whole_table_reads
+from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.probe import Probe
 
 pytestmark = pytest.mark.infra
@@ -60,3 +60,4 @@ async def test_claiming_marking_parking_and_purging_read_no_whole_outbox(pool, p
     assert len(claimed) == PENDING_KEYS and purged == 0
     assert len({sql for _, sql, _ in explaining.plans}) == 5
     assert whole_table_reads(explaining.plans, {"outbox"}) == []
+    assert overestimated_scans(explaining.plans, {"outbox"}, published // 100) == []

@@ -1,0 +1,113 @@
+"""The wallet's hot path on a ledger with history: the statements a consumed batch of requests
+sends (its runs' fences and its keys claimed and read, its wallets and debits locked, the one
+write) read no whole table and expect no share of one, so answering does not slow as debits,
+keys and fences pile up (every request leaves its key, and every run its fence, for good).
+They are the downstream SDK's statements (``shared.downstream.batch_keys``) that any
+downstream built on it sends. Checked on the plans PostgreSQL chooses, generic and custom,
+over tens of thousands of settled requests analysed as autovacuum would have it, inside one
+transaction that is rolled back."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from downstreams.wallet.answers import Lookup, answer, answer_lookup
+from downstreams.wallet.batch_book import BatchBook
+from downstreams.wallet.repository import SCHEMA
+from shared.config import Settings
+from shared.contracts.effect_requests import EffectRequested
+from shared.db.schemas import migrate_service
+from shared.downstream.capability_check import CapabilityCheck
+from shared.identity import capability_keys
+from shared.runs import RunKey
+from tests.support.capabilities import capability_for
+from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
+from tests.support.transactions import rolled_back
+from tests.support.wallet import debit
+
+pytestmark = pytest.mark.infra
+
+HISTORY = 40_000
+HOT_TABLES = {"wallets", "debits", "refunds", "idempotency_keys", "fences"}
+
+
+@pytest.fixture(autouse=True)
+async def migrated(pool):
+    """Every index this release has: the plans are of this release's schema."""
+    await migrate_service(pool, SCHEMA)
+
+
+async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
+    """A wallet, a debit, a settled key and a run's fence per request of the history; a
+    refund for one debit in ten."""
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.wallets (id, tenant, currency, balance_minor)"
+        " SELECT $1 || 'w-' || g, 'acme', 'EUR', 1000000 FROM generate_series(1, $2::int) AS g",
+        prefix, HISTORY)
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.debits (debit_id, wallet_id, amount_minor, currency, operation_key,"
+        " logical_call_id, attempt, fence) SELECT $1 || 'd-' || g, $1 || 'w-' || g, 100, 'EUR',"
+        " $1 || 'key-' || g, gen_random_uuid(), 1, 1 FROM generate_series(1, $2::int) AS g",
+        prefix, HISTORY)
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.refunds (refund_id, debit_id, wallet_id, amount_minor, currency,"
+        " operation_key, logical_call_id, attempt, fence) SELECT $1 || 'r-' || g, $1 || 'd-' || g,"
+        " $1 || 'w-' || g, 10, 'EUR', $1 || 'refund-' || g, gen_random_uuid(), 1, 1"
+        " FROM generate_series(10, $2::int, 10) AS g", prefix, HISTORY)
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.idempotency_keys (operation_key, request_hash, response)"
+        " SELECT $1 || 'key-' || g, 'hash-' || g, '{\"status\": \"applied\"}'"
+        " FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
+    await conn.execute(
+        f"INSERT INTO {SCHEMA}.fences (scope, fence) SELECT '[\"acme\",\"' || $1 || 'run-' || g"
+        " || '\"]', 1 FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
+    await conn.execute(f"ANALYZE {SCHEMA}.wallets, {SCHEMA}.debits, {SCHEMA}.refunds,"
+                       f" {SCHEMA}.idempotency_keys, {SCHEMA}.fences")
+
+
+def _request(key: str, tool: str, arguments: dict) -> EffectRequested:
+    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
+    return EffectRequested(
+        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
+        attempt=1, fence=2, tenant_id="acme", logical_call_id=call_id,
+        deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic="receipts",
+        capability=capability_for(key, tool, arguments, call_id))
+
+
+async def test_answering_a_batch_reads_no_whole_table(pool):
+    """A debit of a wallet with history under a new key, a refund of an old debit, an old key
+    sent again with another request, and a lookup of an old key: every row they touch is
+    found among tens of thousands by its key. (Without the index of refunds by debit, the
+    refund's read of what was refunded already reads every refund, and this fails.)"""
+    prefix = f"history-{uuid.uuid4().hex[:6]}-"
+    run = RunKey("acme", f"{prefix}run-7")
+    requests = [
+        _request(f"{prefix}new-1", "wallet.debit", debit(f"{prefix}w-7", 100)),
+        _request(f"{prefix}new-2", "wallet.refund",
+                 debit(f"{prefix}w-9", 50) | {"debit_id": f"{prefix}d-9"}),
+        _request(f"{prefix}key-11", "wallet.debit", debit(f"{prefix}w-11", 100)),
+    ]
+    lookup = Lookup(run_id=run.run_id, tenant_id="acme", operation_key=f"{prefix}key-12",
+                    fence=2, attempt=2, logical_call_id=uuid.uuid4())
+    check = CapabilityCheck(capability_keys.public_keys(Settings()))
+    async with rolled_back(pool) as conn:
+        await fill_history(conn, prefix)
+        explaining = Explaining(conn)
+        book = await BatchBook.load(explaining, [(run, 2)] * 4,  # type: ignore[arg-type]
+                                    requests, [lookup.operation_key])
+        answers = [await answer(book, run.run_id, request, check) for request in requests]
+        await answer_lookup(book, lookup)
+        await book.flush(explaining)  # type: ignore[arg-type]
+        written = await conn.fetchval(f"SELECT count(*) FROM {SCHEMA}.debits"
+                                      " WHERE operation_key = $1", f"{prefix}new-1")
+
+    assert [(a.status, a.reason) for a in answers] == [
+        ("applied", None), ("applied", None), ("rejected", "operation_key_reused")]
+    assert written == 1
+    assert len({sql for _, sql, _ in explaining.plans}) == 5
+    assert whole_table_reads(explaining.plans, HOT_TABLES) == []
+    assert overestimated_scans(explaining.plans, HOT_TABLES, HISTORY // 100) == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,9 +20,8 @@ from shared.db.schemas import migrate_service
 from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
-from tests.support.capabilities import capability_for
 from tests.support.statements import counted
-from tests.support.wallet import debit, new_wallet
+from tests.support.wallet import debit, effect_request, new_wallet
 
 pytestmark = pytest.mark.infra
 Asked = tuple[str, EffectRequested | Lookup]
@@ -35,15 +33,8 @@ async def check(pool) -> CapabilityCheck:
     return CapabilityCheck(capability_keys.public_keys(Settings()))
 
 
-def _request(run: str, key: str, arguments: dict, *, tool: str = "wallet.debit", fence: int = 1,
-             late: bool = False, signed: bool = True) -> Asked:
-    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
-    return run, EffectRequested(
-        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=1, fence=fence, tenant_id="acme", logical_call_id=call_id,
-        deadline_at=datetime.now(UTC) + timedelta(minutes=-1 if late else 5),
-        reply_topic="receipts",
-        capability=capability_for(key, tool, arguments, call_id) if signed else None)
+def _request(run: str, key: str, arguments: dict, **options) -> Asked:
+    return run, effect_request(key, arguments, **options)
 
 
 def _lookup(run: str, key: str, fence: int = 1) -> Asked:

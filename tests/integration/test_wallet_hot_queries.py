@@ -10,7 +10,6 @@ transaction that is rolled back."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
@@ -19,15 +18,13 @@ from downstreams.wallet.answers import Lookup, answer, answer_lookup
 from downstreams.wallet.batch_book import BatchBook
 from downstreams.wallet.repository import SCHEMA
 from shared.config import Settings
-from shared.contracts.effect_requests import EffectRequested
 from shared.db.schemas import migrate_service
 from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
-from tests.support.capabilities import capability_for
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
-from tests.support.wallet import debit
+from tests.support.wallet import debit, effect_request
 
 pytestmark = pytest.mark.infra
 
@@ -69,15 +66,6 @@ async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
                        f" {SCHEMA}.idempotency_keys, {SCHEMA}.fences")
 
 
-def _request(key: str, tool: str, arguments: dict) -> EffectRequested:
-    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
-    return EffectRequested(
-        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=1, fence=2, tenant_id="acme", logical_call_id=call_id,
-        deadline_at=datetime.now(UTC) + timedelta(minutes=5), reply_topic="receipts",
-        capability=capability_for(key, tool, arguments, call_id))
-
-
 async def test_answering_a_batch_reads_no_whole_table(pool):
     """A debit of a wallet with history under a new key, a refund of an old debit, an old key
     sent again with another request, and a lookup of an old key: every row they touch is
@@ -86,10 +74,10 @@ async def test_answering_a_batch_reads_no_whole_table(pool):
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
     run = RunKey("acme", f"{prefix}run-7")
     requests = [
-        _request(f"{prefix}new-1", "wallet.debit", debit(f"{prefix}w-7", 100)),
-        _request(f"{prefix}new-2", "wallet.refund",
-                 debit(f"{prefix}w-9", 50) | {"debit_id": f"{prefix}d-9"}),
-        _request(f"{prefix}key-11", "wallet.debit", debit(f"{prefix}w-11", 100)),
+        effect_request(f"{prefix}new-1", debit(f"{prefix}w-7", 100), fence=2),
+        effect_request(f"{prefix}new-2", debit(f"{prefix}w-9", 50) | {"debit_id": f"{prefix}d-9"},
+                       tool="wallet.refund", fence=2),
+        effect_request(f"{prefix}key-11", debit(f"{prefix}w-11", 100), fence=2),
     ]
     lookup = Lookup(run_id=run.run_id, tenant_id="acme", operation_key=f"{prefix}key-12",
                     fence=2, attempt=2, logical_call_id=uuid.uuid4())

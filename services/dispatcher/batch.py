@@ -4,8 +4,10 @@ just made due, stepped before that record's transaction commits: ``finishing.py`
 
 What the steps read first is read for the whole set: the leases and the runs, a statement
 each, locked in run order, so two batches wait for each other instead of deadlocking; then the
-attempts, pending resolutions and the slots of bounded tools together (``reads.py``). Slots
-the steps freed are handed to the calls in line before the transaction commits. A step that
+attempts, pending resolutions and the slots of bounded tools together (``reads.py``). What they
+write last, their calls' moves and the attempts these start, is one statement for the set
+(``moves.py``). Slots the steps freed are handed to the calls in line before the transaction
+commits. A step that
 fails for a reason of its own (a bug, a lost race) fails the set, which is then stepped again
 with a savepoint per call: the failing step is rolled back alone, counted (``step_failures``)
 and tried again after a backoff that doubles with each consecutive failure of that call (1 s
@@ -25,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
-from services.dispatcher import capacity, leases, metrics, reads, repository as repo
+from services.dispatcher import capacity, leases, metrics, moves, reads, repository as repo
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.settings import DispatcherSettings
 from services.dispatcher.steps import HttpWork, Known, StepReport, Stepper
@@ -85,6 +87,8 @@ class Batch:
                 reports.append(await self._step_isolated(uow, call, lease, now, known))
             else:
                 reports.append(await self._step(uow, call, lease, now, known))
+        # The steps' last moves, one statement for the set (those written already are skipped).
+        await moves.write(conn, [report.moves for report in reports if report.moves is not None])
         await capacity.admit(conn, slots.with_line())  # slots the steps freed go to the line
         return reports, left
 
@@ -107,6 +111,8 @@ class Batch:
         try:
             async with uow.savepoint():
                 report = await self._step(uow, call, lease, now, known)
+                if report.moves is not None:
+                    await moves.write(uow.connection, [report.moves])  # inside its savepoint
         except Exception as error:
             if is_retryable(error):
                 raise  # the transaction itself is in doubt: the whole batch is retried

@@ -1,17 +1,19 @@
-"""A call's moves within one step, written to its row as one compare-and-swap.
+"""A call's moves within one step, and a batch's moves written as one compare-and-swap.
 
 A step often moves its call more than once: an authorization's step records the intent, records
 attempt 1 and moves to DISPATCHING. Each move is checked against the legality gate and given
 its version (and so its event) when it is taken; the row is written once, when the step next
-needs the database or ends: ``version = v + n ... WHERE version = v``, so a lost race (another
-worker moved the call) still fails the whole step, as one stale move did before. An attempt
-started by one of the moves is inserted by the same statement, with the call's attempt
-counters and the run's budget: one round trip where there were five.
+needs the database, or with the other steps of its batch when they have all been taken
+(``batch.py``): one statement for the whole batch, ``version = v + n ... WHERE version = v``
+per call, so a lost race (another worker moved a call) still fails, as one stale move did
+before. The attempts the moves started are inserted by the same statement, with the calls'
+attempt counters and their runs' budgets.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -24,6 +26,35 @@ from shared.contracts.dispatch import CallState
 
 COLUMNS = ("next_action_at", "reason", "result", "receipt_id", "succeeded_at")
 """What a move may set besides the state, the version and the fence."""
+
+_KEPT_UNLESS_SET = ", ".join(
+    f"{name} = CASE WHEN v.sets & {1 << bit} <> 0 THEN v.{name} ELSE c.{name} END"
+    for bit, name in enumerate(COLUMNS))
+_WRITE = (
+    "WITH v AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[],"
+    "   $5::bigint[], $6::int[], $7::int[], $8::int[], $9::timestamptz[], $10::text[],"
+    "   $11::jsonb[], $12::text[], $13::timestamptz[], $14::int[], $15::text[], $16::text[],"
+    "   $17::timestamptz[], $18::bool[])"
+    "  AS v(id, fence, state, version, moved_by, attempts, lookups, sets, next_action_at,"
+    "   reason, result, receipt_id, succeeded_at, attempt, kind, worker_id, deadline_at,"
+    "   budget)),"
+    f" moved AS (UPDATE {SCHEMA}.calls c SET state = v.state, version = c.version + v.moved_by,"
+    "   fence = v.fence, capacity = NULL, updated_at = now(), attempts = c.attempts + v.attempts,"
+    f"   lookups = c.lookups + v.lookups, {_KEPT_UNLESS_SET}"
+    "  FROM v WHERE c.logical_call_id = v.id AND c.version = v.version AND c.fence <= v.fence"
+    "  RETURNING c.logical_call_id, c.tenant_id, c.run_id),"
+    f" attempt AS (INSERT INTO {SCHEMA}.attempts (logical_call_id, attempt, kind, fence,"
+    "   worker_id, deadline_at)"
+    "  SELECT v.id, v.attempt, v.kind, v.fence, v.worker_id, v.deadline_at FROM v"
+    "  WHERE v.attempt IS NOT NULL AND v.id IN (SELECT logical_call_id FROM moved)),"
+    f" budget AS (UPDATE {SCHEMA}.runs r SET attempts_used = r.attempts_used + b.sends"
+    "  FROM (SELECT m.tenant_id, m.run_id, count(*) AS sends FROM moved m JOIN v"
+    "   ON v.id = m.logical_call_id WHERE v.budget GROUP BY m.tenant_id, m.run_id) b"
+    "  WHERE r.tenant_id = b.tenant_id AND r.run_id = b.run_id)"
+    " SELECT logical_call_id FROM moved")
+"""The moves of a batch's calls, a row each: what each sets of ``COLUMNS`` is a bit of
+``sets`` (a column a call's moves did not set keeps its value), and the attempt its moves
+started, if any, with whether it spends its run's budget."""
 
 
 class IllegalTransition(Exception):
@@ -40,9 +71,11 @@ class NewAttempt:
 
 @dataclass
 class Moves:
-    """The moves of one call not yet written: its row still holds ``written``."""
+    """The moves of one call not yet written, under ``fence``: its row still holds
+    ``written``."""
 
     written: Call
+    fence: int
     call: Call = field(init=False)
     """The call as its moves have left it."""
     columns: dict[str, Any] = field(default_factory=dict)
@@ -73,54 +106,54 @@ class Moves:
         self.call = replace(self.call, attempts=self.call.attempts + 1,
                             lookups=self.call.lookups + (attempt.kind == "lookup"))
 
-    async def write(self, conn: asyncpg.Connection, fence: int) -> Call:
-        """Write the moves taken (nothing if none); returns the call as written. Raises
-        ``IllegalTransition`` if the row is no longer at ``written``'s version, or a later
-        fence has moved it."""
-        if not self.pending:
-            return self.call
-        before, call = self.written, self.call
-        names = [name for name in COLUMNS if name in self.columns]
-        values = [json.dumps(self.columns[name]) if name == "result"
-                  and self.columns[name] is not None else self.columns[name] for name in names]
-        assignments = "".join(f", {name} = ${index}" for index, name in enumerate(names, start=8))
-        moved = (f"UPDATE {SCHEMA}.calls SET state = $3, version = version + $5, fence = $2,"
-                 " capacity = NULL, updated_at = now(), attempts = attempts + $6,"
-                 f" lookups = lookups + $7{assignments}"
-                 " WHERE logical_call_id = $1 AND version = $4 AND fence <= $2"
-                 " RETURNING logical_call_id")
-        arguments: list[Any] = [call.logical_call_id, fence, call.state, before.version,
-                                call.version - before.version, call.attempts - before.attempts,
-                                call.lookups - before.lookups, *values]
-        if (attempt := self.attempt) is None:
-            statement = moved
-        else:
-            first = len(arguments) + 1
-            # The run's budget counts what it asks of the world; lookups (recovery) and
-            # compensations must never be starved by it.
-            budget = attempt.kind == "send" and call.compensates is None
-            arguments += [attempt.number, attempt.kind, attempt.worker_id, attempt.deadline_at,
-                          call.tenant_id, call.run_id, budget]
-            statement = (
-                f"WITH moved AS ({moved}),"
-                f" attempt AS (INSERT INTO {SCHEMA}.attempts (logical_call_id, attempt, kind,"
-                "   fence, worker_id, deadline_at)"
-                f"  SELECT logical_call_id, ${first}, ${first + 1}, $2, ${first + 2},"
-                f"   ${first + 3} FROM moved),"
-                f" budget AS (UPDATE {SCHEMA}.runs SET attempts_used = attempts_used + 1"
-                f"  WHERE tenant_id = ${first + 4} AND run_id = ${first + 5} AND ${first + 6}"
-                "   AND EXISTS (SELECT FROM moved))"
-                " SELECT logical_call_id FROM moved")
-        if await conn.fetchval(statement, *arguments) is None:
-            raise IllegalTransition(f"{call.logical_call_id}: version {before.version} or fence "
-                                    f"{fence} is stale")
-        self.written, self.columns, self.attempt = call, {}, None
-        return call
+    async def write(self, conn: asyncpg.Connection) -> Call:
+        """Write the moves taken (nothing if none); returns the call as written."""
+        await write(conn, [self])
+        return self.call
+
+    def _row(self) -> tuple[Any, ...]:
+        before, call, attempt = self.written, self.call, self.attempt
+        sets = sum(1 << bit for bit, name in enumerate(COLUMNS) if name in self.columns)
+        result = self.columns.get("result")
+        # The run's budget counts what it asks of the world; lookups (recovery) and
+        # compensations must never be starved by it.
+        budget = attempt is not None and attempt.kind == "send" and call.compensates is None
+        return (call.logical_call_id, self.fence, call.state, before.version,
+                call.version - before.version, call.attempts - before.attempts,
+                call.lookups - before.lookups, sets, self.columns.get("next_action_at"),
+                self.columns.get("reason"), None if result is None else json.dumps(result),
+                self.columns.get("receipt_id"), self.columns.get("succeeded_at"),
+                *((attempt.number, attempt.kind, attempt.worker_id, attempt.deadline_at)
+                  if attempt is not None else (None,) * 4), budget)
+
+    def _written(self) -> None:
+        self.written, self.columns, self.attempt = self.call, {}, None
+
+
+async def write(conn: asyncpg.Connection, batch: Sequence[Moves]) -> None:
+    """Write the moves taken of every call of ``batch`` (at most one ``Moves`` a call) in one
+    statement; nothing for those with none. Raises ``IllegalTransition`` if a call's row is no
+    longer at its ``written`` version, or a later fence has moved it: the others are written
+    then, so the caller's transaction must roll back (a stepping transaction does: its batch
+    is stepped again, each call alone)."""
+    pending = [moves for moves in batch if moves.pending]
+    if not pending:
+        return
+    if len({moves.call.logical_call_id for moves in pending}) < len(pending):
+        # One row would be updated once, with one of its rows of moves: the rest lost.
+        raise ValueError("two sets of moves of one call in one write")
+    columns = list(zip(*(moves._row() for moves in pending), strict=True))
+    moved = {row["logical_call_id"] for row in await conn.fetch(_WRITE, *columns)}
+    if stale := [moves.call.logical_call_id for moves in pending
+                 if moves.call.logical_call_id not in moved]:
+        raise IllegalTransition(f"{', '.join(map(str, stale))}: version or fence is stale")
+    for moves in pending:
+        moves._written()
 
 
 async def transition(conn: asyncpg.Connection, call: Call, to: CallState, *, fence: int,
                      next_action_at: datetime | None, **columns: Any) -> int:
     """One move of ``call`` (read under lock), written at once; returns its new version."""
-    moves = Moves(call)
+    moves = Moves(call, fence)
     moves.move(to, next_action_at=next_action_at, **columns)
-    return (await moves.write(conn, fence)).version
+    return (await moves.write(conn)).version

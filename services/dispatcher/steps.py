@@ -70,12 +70,16 @@ class Known:
 class StepReport:
     after: list[AfterCommit | HttpWork]
     observed: list[tuple[str, str]]
+    moves: Moves | None = None
+    """The call's last moves, not yet written: its batch writes them with the other calls'
+    (``moves.write``), before its transaction commits."""
 
 
 WRITE_BEHIND = (Move, StartAttempt, Count, CrashPoint, CommitEffect)
 """The actions that need nothing of the database (``Move`` and ``StartAttempt`` add to the
 call's unwritten moves, the others to the transaction's outbox or to after its commit). Before
-any other action, and at the step's end, the call's moves are written: ``moves.py``."""
+any other action the call's moves are written; those left at the step's end are written with
+the rest of its batch's (``batch.py``, ``moves.py``)."""
 
 
 @dataclass
@@ -104,7 +108,7 @@ class Step:
         return await transition(self.conn, call, to, fence=self.lease.fence, **fields)
 
     async def write(self) -> None:
-        await self.moves.write(self.conn, self.lease.fence)
+        await self.moves.write(self.conn)
 
 
 class Stepper:
@@ -132,13 +136,12 @@ class Stepper:
         repair = Repair(*known.resolution) if known.resolution is not None else None
         actions = decide(call, known.run, known.attempts, repair, now, fence=lease.fence,
                          tool=tool, judges=self._judges, capacity=known.capacity)
-        step = Step(uow, Moves(call), lease, now, [], [])
+        step = Step(uow, Moves(call, lease.fence), lease, now, [], [])
         for action in actions:
             if not isinstance(action, WRITE_BEHIND):
                 await step.write()
             await self._apply(step, action, tool, known.capacity)
-        await step.write()
-        return StepReport(step.after, step.observed)
+        return StepReport(step.after, step.observed, step.moves)
 
     async def _apply(self, step: Step, action, tool: ToolSpec | None,
                      capacity: Capacity) -> None:

@@ -1,9 +1,9 @@
 """The dispatcher's hot path on a ledger with history: no statement a claim or a step sends reads
 a whole table, so dispatching does not slow as runs pass (every run leaves its row, its lease
 and its calls behind for good). Checked on the plans PostgreSQL chooses, generic and custom,
-for the very statements the claim and a batch's reads send (the bounded tools' slots
-included), over thousands of settled runs analysed as autovacuum would have it, all inside one
-transaction that is rolled back; and on the rows those plans expect, which must be few: a plan
+for the very statements the claim, a batch's reads (the bounded tools' slots included) and its
+moves' one write send, over thousands of settled runs analysed as autovacuum would have it,
+all inside one transaction that is rolled back; and on the rows those plans expect, which must be few: a plan
 that is right at this size on a wrong estimate reads the whole table at a million proposals
 (a claim that hid its ``now`` from the planner did). The same for the backlog gauges every
 replica samples."""
@@ -15,9 +15,11 @@ import uuid
 import asyncpg
 import pytest
 
-from services.dispatcher import capacity, due, leases, reads, repository as repo
+from services.dispatcher import capacity, due, leases, moves, reads, repository as repo
+from shared.contracts.dispatch import CallState
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
+from tests.support.dispatch import debit_intent
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
@@ -69,6 +71,24 @@ async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
                        " dispatcher.attempts, dispatcher.resolutions")
 
 
+async def sent_batch(conn: asyncpg.Connection) -> list[moves.Moves]:
+    """Five new calls of five runs, each moved as an authorization's step moves it (the
+    intent, attempt 1, DISPATCHING): a batch's last moves, not yet written."""
+    now = await conn.fetchval("SELECT now()")
+    batch = []
+    for _ in range(5):
+        intent = debit_intent(f"wallet-{uuid.uuid4().hex[:6]}")
+        await repo.insert_calls(
+            conn, [repo.NewCall(intent.model_dump(mode="json"), {}, "v1", intent.deadline_at)],
+            [repo.NewRun(RunKey.of(intent), intent.principal_id, intent.deadline_at, 5)])
+        call_moves = moves.Moves(await repo.call_for_update(conn, intent.logical_call_id), 2)
+        call_moves.move(CallState.INTENT_RECORDED, next_action_at=now)
+        call_moves.start(moves.NewAttempt(1, "send", "worker-a", now))
+        call_moves.move(CallState.DISPATCHING, next_action_at=now)
+        batch.append(call_moves)
+    return batch
+
+
 async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
     async with rolled_back(pool) as conn:
@@ -87,8 +107,9 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
         await due.waiting_calls_for_update(explaining, some, 10.0)  # type: ignore[arg-type]
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
         await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
+        await moves.write(explaining, await sent_batch(conn))  # type: ignore[arg-type]
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 7
+    assert len({sql for _, sql, _ in explaining.plans}) == 8
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
     assert overestimated_scans(explaining.plans, HOT_TABLES, FEW) == []
 

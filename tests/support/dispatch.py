@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from joserfc.jwk import OKPKey
 
+from services.dispatcher import repository as repo
 from services.dispatcher.settings import DispatcherSettings
 from shared.policy.loader import load_policy
 from services.policy.main import run_policy
@@ -31,6 +32,7 @@ from shared.config import Endpoints, Settings
 from shared.contracts.authorizations import AUTHORIZATION_ALLOWED, Authorization, GrantedApproval
 from shared.contracts.intake import PROPOSAL_ACCEPTED, Intent
 from shared.messaging.envelope import Envelope
+from shared.runs import RunKey
 from shared.tools.jcs import jcs
 from shared.topology import results_topic
 from tests.conftest import ROOT
@@ -151,6 +153,24 @@ def debit_intent(wallet_id: str, amount_minor: int = 4000, *, run_id: str | None
         principal_id="agent-7", tenant_id="acme",
         deadline_at=datetime.now(UTC) + timedelta(seconds=deadline_in),
         run_max_attempts=run_max_attempts)
+
+
+def unique_suffix() -> str:
+    """For run ids of this test run only: a rerun on the same database must not find the leases
+    (and fences) an earlier run of the same test left behind."""
+    return uuid.uuid4().hex[:10]
+
+
+async def due_calls(conn, run_id: str, count: int, tenant: str = "acme") -> list[Intent]:
+    """``count`` authorized calls of one new run, due now, as the dispatcher's consumer records
+    them (no capability: what steps them in these tests does not check one)."""
+    intents = [debit_intent("w-batch", run_id=run_id).model_copy(update={"tenant_id": tenant})
+               for _ in range(count)]
+    await repo.insert_calls(
+        conn, [repo.NewCall(intent.model_dump(mode="json"), None, "v1", intent.deadline_at)
+               for intent in intents],
+        [repo.NewRun(RunKey(tenant, run_id), "agent-7", intents[0].deadline_at, 10)])
+    return intents
 
 
 def authorization(intent: Intent, policy_version: str, *, expires_in: float = 300.0,

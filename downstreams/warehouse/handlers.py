@@ -62,7 +62,7 @@ class WarehouseInbox:
         book = await BatchBook.load(
             uow.connection, [(RunKey(asked.tenant_id, envelope.run_id), asked.fence)
                              for envelope, asked in batch],
-            {r.operation_key: _request_hash(r) for r in reversed(requests)},  # the first's
+            {r.operation_key: intent_hash(r) for r in reversed(requests)},  # the first's
             [asked.operation_key for _, asked in batch if not isinstance(asked, EffectRequested)],
             requests)
         for envelope, asked in batch:
@@ -110,7 +110,7 @@ async def answer(book: BatchBook, run_id: str, request: EffectRequested,
     except ValidationError as error:
         log.warning("%s: invalid %s arguments: %s", request.operation_key, request.tool_name, error)
         return _refused(identity, WarehouseReason.INVALID_ARGUMENTS)
-    claim = keys.claim(request.operation_key, _request_hash(request))
+    claim = keys.claim(request.operation_key, intent_hash(request))
     if claim.status == "replay":
         return _replayed(claim.response, identity)
     if claim.status == "reused":
@@ -152,7 +152,7 @@ def _refused(identity: dict, reason: WarehouseReason | CapabilityReason) -> Effe
     return EffectReceipt(**identity, status="rejected", reason=reason)
 
 
-def _request_hash(request: EffectRequested) -> str:
+def intent_hash(request: EffectRequested) -> str:
     """What the intent is; attempt, fence, deadline and reply topic vary between its attempts."""
     return request_hash({"tool_name": request.tool_name, "tool_version": request.tool_version,
                          "canonical_arguments": request.canonical_arguments})

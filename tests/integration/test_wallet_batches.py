@@ -21,7 +21,8 @@ from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
 from tests.support.statements import counted
-from tests.support.wallet import debit, effect_request, new_wallet
+from tests.support.capabilities import effect_request
+from tests.support.wallet import debit, new_wallet
 
 pytestmark = pytest.mark.infra
 Asked = tuple[str, EffectRequested | Lookup]

@@ -24,7 +24,8 @@ from shared.identity import capability_keys
 from shared.runs import RunKey
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
-from tests.support.wallet import debit, effect_request
+from tests.support.capabilities import effect_request
+from tests.support.wallet import debit
 
 pytestmark = pytest.mark.infra
 

@@ -1,5 +1,5 @@
-"""Capabilities as the policy signs them, for tests that talk to a downstream directly: the
-downstream refuses an effect request without one."""
+"""Capabilities as the policy signs them, and effect requests carrying them, for tests that talk
+to a downstream directly: the downstream refuses an effect request without one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from joserfc.jwk import OKPKey
 
 from shared import capabilities
 from shared.contracts.authorizations import Capability
+from shared.contracts.effect_requests import EffectRequested
 from tests.support import identities
 
 
@@ -29,3 +30,16 @@ def capability_for(operation_key: str, tool_name: str, canonical_arguments: dict
         "deadline_at": None, "run_max_attempts": None, "policy_version": "test",
         "issued_at": now.isoformat(), "expires_at": (now + expires_in).isoformat()},
         key or identities.capability_key())
+
+
+def effect_request(key: str, arguments: dict, *, tool: str = "wallet.debit", fence: int = 1,
+                   late: bool = False, signed: bool = True) -> EffectRequested:
+    """A request of tenant ``acme`` as the dispatcher sends it, its capability signed by the
+    session's policy key (``signed``), its deadline passed (``late``) or five minutes off."""
+    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
+    return EffectRequested(
+        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
+        attempt=1, fence=fence, tenant_id="acme", logical_call_id=call_id,
+        deadline_at=datetime.now(UTC) + timedelta(minutes=-1 if late else 5),
+        reply_topic="receipts",
+        capability=capability_for(key, tool, arguments, call_id) if signed else None)

@@ -4,11 +4,8 @@ wallet's own tables say (the business outcome), read independently of the code u
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 from downstreams.wallet.repository import SCHEMA, open_wallet
-from shared.contracts.effect_requests import EffectRequested
-from tests.support.capabilities import capability_for
 
 
 def new_key() -> str:
@@ -23,19 +20,6 @@ async def new_wallet(pool, balance_minor: int = 10_000, tenant: str = "acme") ->
 
 def debit(wallet_id: str, amount: int = 4000, currency: str = "EUR") -> dict:
     return {"wallet_id": wallet_id, "amount": amount, "currency": currency}
-
-
-def effect_request(key: str, arguments: dict, *, tool: str = "wallet.debit", fence: int = 1,
-                   late: bool = False, signed: bool = True) -> EffectRequested:
-    """A request of tenant ``acme`` as the dispatcher sends it, its capability signed by the
-    session's policy key (``signed``), its deadline passed (``late``) or five minutes off."""
-    call_id = uuid.uuid5(uuid.NAMESPACE_URL, key)
-    return EffectRequested(
-        operation_key=key, tool_name=tool, tool_version="1", canonical_arguments=arguments,
-        attempt=1, fence=fence, tenant_id="acme", logical_call_id=call_id,
-        deadline_at=datetime.now(UTC) + timedelta(minutes=-1 if late else 5),
-        reply_topic="receipts",
-        capability=capability_for(key, tool, arguments, call_id) if signed else None)
 
 
 async def balance(pool, wallet_id: str) -> int:

@@ -16,8 +16,11 @@ from typing import Any
 
 import asyncpg
 
-from shared.contracts.fault_protocol import EffectCounter
+from intentledger.chaos.positions import Positions
 from intentledger.chaos.submit import Sent
+from shared.contracts.fault_protocol import EffectCounter
+from shared.contracts.results import TOOL_CALL_SETTLED
+from shared.topology import results_topics
 
 BUILT_IN_COUNTERS = {
     "wallet.debit": EffectCounter(
@@ -85,6 +88,22 @@ async def measure(pool: asyncpg.Pool, subjects: Subjects, *, settled: dict[str, 
                 "SELECT available FROM warehouse.stock WHERE sku = $1", sku)
         facts.scenario = await _scenario(conn, subjects, facts)
     return facts
+
+
+async def told_the_agent(positions: Positions) -> dict[str, dict[str, Any]]:
+    """The latest ``ToolCallSettled`` the agent was sent per intent, on every tenant's results
+    topic since the scenario began."""
+    latest: dict[str, dict[str, Any]] = {}
+    results = await positions.topics(results_topics())
+    for record in await positions.since_start(*results):
+        try:
+            envelope = json.loads(record.value or b"")
+        except ValueError:
+            continue
+        if isinstance(envelope, dict) and envelope.get("event_type") == TOOL_CALL_SETTLED:
+            payload = envelope.get("payload") or {}
+            latest[str(payload.get("logical_call_id"))] = payload
+    return latest
 
 
 async def _run(conn: asyncpg.Connection, tenant: str, run_id: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""When a scenario is over: judged on positions, never on sleeps.
+"""When a scenario is over, and when one of its calls has got as far as a fault or a proposal
+waits for: judged on positions and states, never on sleeps.
 
 Quiet means every outbox is drained, every service's consumer group has committed everything in
 the topics it reads, no call of the scenario's runs is in a state the dispatcher will still act
@@ -22,6 +23,10 @@ from shared.errors import is_retryable
 MOVING = ("AUTHORIZED", "INTENT_RECORDED", "DISPATCHING", "UNKNOWN", "RECONCILING")
 """The dispatcher will step a call in these states again without anyone's help."""
 STOPPED_BEFORE_DISPATCH = ("DENIED", "AWAITING_APPROVAL", "EXPIRED", "REJECTED")
+STATE_RANK = {"AUTHORIZED": 1, "INTENT_RECORDED": 2, "DISPATCHING": 3, "UNKNOWN": 4,
+              "RECONCILING": 5}
+"""How far along a call in flight is; every state after these is a settled one."""
+SETTLED_RANK = 6
 LOOK_INTERVAL_S = 0.5
 
 
@@ -88,3 +93,21 @@ async def wait_quiet(pool: asyncpg.Pool, positions: Positions, groups: list[str]
         if time.monotonic() >= deadline:
             return False, current
         await asyncio.sleep(LOOK_INTERVAL_S)
+
+
+async def has_reached(pool: asyncpg.Pool, logical_call_id: str, state: str | None,
+                      attempts: int | None) -> bool:
+    """Whether the call is in ``state`` or a later one and has started ``attempts``; False
+    while PostgreSQL is down (that may be the scenario)."""
+    try:
+        row = await pool.fetchrow(
+            "SELECT state, (SELECT count(*) FROM dispatcher.attempts a WHERE a.logical_call_id"
+            " = c.logical_call_id) AS attempts FROM dispatcher.calls c"
+            " WHERE logical_call_id = $1::uuid", logical_call_id)
+    except Exception as error:
+        if not is_retryable(error):
+            raise
+        return False
+    return row is not None and (state is None or STATE_RANK.get(row["state"], SETTLED_RANK)
+                                >= STATE_RANK.get(state, SETTLED_RANK)) \
+        and (attempts is None or row["attempts"] >= attempts)

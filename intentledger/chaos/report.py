@@ -1,12 +1,47 @@
-"""The report a person reads after ``intentledger chaos run``, and its ``--json`` twin."""
+"""What a scenario found (``Report``), and how a person reads it after ``intentledger chaos run``,
+or a program with ``--json``."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from intentledger.chaos.runner import Report
+from intentledger.chaos.assertions import Verdict
+
+
+@dataclass
+class FaultRecord:
+    id: str
+    kind: str
+    fired_at_s: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class Report:
+    name: str
+    path: str
+    guards: str
+    seed: int
+    nonce: str
+    run_ids: dict[str, str] = field(default_factory=dict)
+    faults: list[FaultRecord] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What may have disturbed the scenario without proving it wrong."""
+    problems: list[str] = field(default_factory=list)
+    """Why the scenario cannot count, apart from assertions: a fault that never fired, no
+    quiescence, a service that died unasked, an error of the runner."""
+    quiescence: str = ""
+    elapsed_s: float = 0.0
+    logs: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Everything measured at the end, the evidence behind the verdicts (``--json``)."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(v.holds for v in self.verdicts)
 
 
 def text(report: Report) -> str:

@@ -9,25 +9,22 @@ the stack became quiet, no service died unasked, and every assertion holds.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import secrets
-import signal
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from intentledger.chaos import facts as measured
+from intentledger.chaos import timed
 from intentledger.chaos.assertions import Verdict, evaluate, final_facts
 from intentledger.chaos.environment import service_env
 from intentledger.chaos.positions import Positions
-from intentledger.chaos.quiescence import MOVING, wait_quiet
+from intentledger.chaos.quiescence import MOVING, has_reached, wait_quiet
+from intentledger.chaos.report import FaultRecord, Report
 from intentledger.chaos.stack import ServiceProcess
 from intentledger.chaos.stack import Stack
-from intentledger.chaos.approvals import approve
-from intentledger.chaos.forgery import forge
 from intentledger.chaos.signers import scenario_identities
 from shared.identity.local import DISPATCHER
 from intentledger.chaos.submit import Answered, Sent, publish_raw, send_turn, turns
@@ -36,55 +33,12 @@ from downstreams.wallet.repository import open_wallet
 from downstreams.warehouse.handlers import stock_sku
 from shared import faults as fault_points
 from shared.config import Endpoints, Settings
-from shared.contracts.fault_protocol import (Approve, FaultProtocol, Forge, Inject, Outage,
-                                             Redeliver, Signal, Tamper, Timed, Trigger,
-                                             substitute)
-from shared.contracts.results import TOOL_CALL_SETTLED
+from shared.contracts.fault_protocol import FaultProtocol, Inject, Timed, Trigger, substitute
 from shared.db.pool import open_pool
-from shared.errors import is_retryable
-from shared.infra import outages
 from shared.topology import CONSUMER_GROUPS
-from shared.topology import results_topics
 
 SERVICES = ("relay", "proposal-intake", "policy", "dispatcher", "projection", "wallet", "warehouse")
 """The five services and both reference downstreams; a team's own downstream runs on its own."""
-STATE_RANK = {"AUTHORIZED": 1, "INTENT_RECORDED": 2, "DISPATCHING": 3, "UNKNOWN": 4,
-              "RECONCILING": 5}
-SETTLED_RANK = 6
-
-
-@dataclass
-class FaultRecord:
-    id: str
-    kind: str
-    fired_at_s: float | None = None
-    detail: str = ""
-
-
-@dataclass
-class Report:
-    name: str
-    path: str
-    guards: str
-    seed: int
-    nonce: str
-    run_ids: dict[str, str] = field(default_factory=dict)
-    faults: list[FaultRecord] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    """What may have disturbed the scenario without proving it wrong."""
-    problems: list[str] = field(default_factory=list)
-    """Why the scenario cannot count, apart from assertions: a fault that never fired, no
-    quiescence, a service that died unasked, an error of the runner."""
-    quiescence: str = ""
-    elapsed_s: float = 0.0
-    logs: dict[str, str] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
-    """Everything measured at the end, the evidence behind the verdicts (``--json``)."""
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems and all(v.holds for v in self.verdicts)
 
 
 class Scenario:
@@ -130,9 +84,9 @@ class Scenario:
             self.started_at = await self.pool.fetchval("SELECT now()")
             await self._set_up()
             await self._look_for_leftovers()
-            await asyncio.gather(*(self.stack.start(s, self._env(s)) for s in SERVICES))
-            self.watchers += [asyncio.create_task(self._supervise(r))
-                              for r in self.stack.replicas.values()]
+            await asyncio.gather(*(self.stack.start(s, self.env(s)) for s in SERVICES))
+            for replica in list(self.stack.replicas.values()):
+                self.supervise(replica)
             self.timed = [asyncio.create_task(self._timed(f)) for f in self.protocol.faults
                           if not isinstance(f, Inject)]
             placements = await publish_raw(self.endpoints.kafka_bootstrap, [
@@ -230,6 +184,9 @@ class Scenario:
     def _inject_rules(self, service: str) -> list[Inject]:
         return [f for f in self.protocol.faults if isinstance(f, Inject) and f.service == service]
 
+    def supervise(self, replica: ServiceProcess) -> None:
+        self.watchers.append(asyncio.create_task(self._supervise(replica)))
+
     async def _supervise(self, replica: ServiceProcess) -> None:
         """Watch one replica like an orchestrator: an injected exit is recorded (facts
         snapshotted) and restarted; any other death is a problem, and restarted too."""
@@ -245,80 +202,23 @@ class Scenario:
                      and self._fired_in_log(replica, rule)]
             if status == fault_points.EXIT_CODE and fired:
                 for rule in fired:
-                    await self._fired(rule.id, f"{replica.label} exited at {rule.point}")
+                    await self.fired(rule.id, f"{replica.label} exited at {rule.point}")
                 if not all(rule.restart for rule in fired):
                     return
             else:
                 self.report.problems.append(f"{replica.label} died unasked (exit {status}); "
                                             f"see {replica.log_path}")
-            await self.stack.launch(replica, self._env(replica.service, replica))
+            await self.stack.launch(replica, self.env(replica.service, replica))
 
     async def _wait_released(self, replica: ServiceProcess) -> None:
         while replica.held_down and not self.stopping:
             await asyncio.sleep(0.05)
 
     async def _timed(self, fault: Timed) -> None:
-        await self._apply(fault)
-        self.over[fault.id].set()
-
-    async def _apply(self, fault: Timed) -> None:
         await self._trigger(fault.when, fault.id)
         await asyncio.sleep(fault.when.delay_s + self.jitter[fault.id])
-        if isinstance(fault, Signal):
-            replica = self.stack.replica(fault.service, fault.replica)
-            if fault.kind == "kill":
-                replica.held_down = True
-                self.stack.send(replica, signal.SIGKILL)
-                await self._fired(fault.id, f"{replica.label} killed (SIGKILL) for {fault.for_s} s")
-                await asyncio.sleep(fault.for_s)
-                await self.stack.launch(replica, self._env(replica.service, replica))
-                replica.held_down = False
-            else:
-                self.stack.send(replica, signal.SIGSTOP)
-                await self._fired(fault.id, f"{replica.label} paused (SIGSTOP) for {fault.for_s} s")
-                await asyncio.sleep(fault.for_s)
-                self.stack.send(replica, signal.SIGCONT)
-        elif isinstance(fault, Outage):
-            settings = Settings()
-            stop, start = ((outages.stop_kafka, outages.start_kafka) if fault.target == "kafka"
-                           else (outages.stop_postgres, outages.start_postgres))
-            self.records[fault.id].fired_at_s = self._now()  # no snapshot: the target is down
-            self.records[fault.id].detail = f"{fault.target} stopped for {fault.for_s} s"
-            try:
-                await asyncio.to_thread(stop, settings)
-                await asyncio.sleep(fault.for_s)
-            finally:  # also when the scenario is cut short: never leave the target down
-                await asyncio.shield(asyncio.to_thread(start, settings))
-        elif isinstance(fault, Forge):
-            answer = await forge(self.pool, self.positions, fault, self.nonce, self.deadline)
-            if answer is None:
-                return  # never fired: the runner reports it
-            verdict = f"answered {answer.get('status')} ({answer.get('reason')})"
-            if answer.get("status") != "rejected" or not str(answer.get("reason")).startswith(
-                    "capability_"):
-                self.report.problems.append(f"forged {fault.tool} request {verdict}: the "
-                                            "forgery worked")
-            await self._fired(fault.id, f"forged {fault.tool} request in the {fault.outbox} "
-                                        f"outbox {verdict}")
-        elif isinstance(fault, Approve):
-            logical_call_id = await self._answered(fault.call, f"fault {fault.id}")
-            published = await approve(self.endpoints, fault, logical_call_id, self.identities,
-                                      self.deadline)
-            await self._fired(fault.id, f"on {fault.call}: {'; '.join(published)}")
-        elif isinstance(fault, Tamper):
-            await self._answered(fault.call, f"fault {fault.id}")
-            key = self.sent[fault.call].outcome.payload["operation_key"]
-            changed = await self.pool.execute(substitute(fault.statement, self.nonce), key)
-            await self._fired(fault.id, f"on {fault.call}'s key: {changed}")
-            await asyncio.sleep(fault.for_s)
-        elif isinstance(fault, Redeliver):
-            records = await self.positions.since_start(fault.topic)
-            await self.positions.republish(records)
-            await self._fired(fault.id, f"{len(records)} records of {fault.topic} published again")
-        else:
-            replica = await self.stack.start(fault.service, self._env(fault.service, armed=False))
-            self.watchers.append(asyncio.create_task(self._supervise(replica)))
-            await self._fired(fault.id, f"{replica.label} started")
+        await timed.apply(self, fault)
+        self.over[fault.id].set()
 
     async def _trigger(self, when: Trigger, fault_id: str) -> None:
         if when.call is None:
@@ -332,25 +232,14 @@ class Scenario:
         """Until ``call`` is in ``state`` (or a later one) and has started ``attempts``."""
         while True:
             sent = self.sent.get(call)
-            if sent is not None and sent.logical_call_id is not None:
-                try:
-                    row = await self.pool.fetchrow(
-                        "SELECT state, (SELECT count(*) FROM dispatcher.attempts a WHERE "
-                        "a.logical_call_id = c.logical_call_id) AS attempts FROM dispatcher.calls "
-                        "c WHERE logical_call_id = $1::uuid", sent.logical_call_id)
-                except Exception as error:  # PostgreSQL may be down: that is the scenario
-                    if not is_retryable(error):
-                        raise
-                    row = None
-                if row and (state is None or STATE_RANK.get(row["state"], SETTLED_RANK)
-                            >= STATE_RANK.get(state, SETTLED_RANK)) \
-                        and (attempts is None or row["attempts"] >= attempts):
-                    return
+            if sent is not None and sent.logical_call_id is not None and await has_reached(
+                    self.pool, sent.logical_call_id, state, attempts):
+                return
             if time.monotonic() > self.deadline:
                 raise RuntimeError(f"{waiting} waited for {call} in vain")
             await asyncio.sleep(0.02)
 
-    async def _answered(self, call: str, waiting: str) -> uuid.UUID:
+    async def answered_call(self, call: str, waiting: str) -> uuid.UUID:
         """The logical call id the intake answered ``call``'s proposal with."""
         while (sent := self.sent.get(call)) is None or sent.logical_call_id is None:
             if time.monotonic() > self.deadline:
@@ -358,9 +247,10 @@ class Scenario:
             await asyncio.sleep(0.02)
         return uuid.UUID(sent.logical_call_id)
 
-    async def _fired(self, fault_id: str, detail: str) -> None:
+    async def fired(self, fault_id: str, detail: str) -> None:
+        """Fault ``fault_id`` did what ``detail`` says, now: the facts are snapshotted."""
         record = self.records[fault_id]
-        record.fired_at_s, record.detail = self._now(), detail
+        record.fired_at_s, record.detail = self.now(), detail
         self.snapshots[fault_id] = await measured.measure(self.pool, self._subjects([]))
 
     def _confirm_fired(self, record: FaultRecord) -> None:
@@ -377,13 +267,13 @@ class Scenario:
 
     @staticmethod
     def _fired_in_log(replica: ServiceProcess, rule: Inject) -> bool:
-        return _hits(replica, rule) > 0
+        return replica.injected(rule.point, rule.action) > 0
 
     def _fault_hits(self) -> dict[str, int]:
         """How often each injected fault fired, over every process of its service: with ``hit``
         null, the number of times the code passed the point (e.g. requests a wallet received)."""
-        return {rule.id: sum(_hits(r, rule) for r in self.stack.replicas.values()
-                             if r.service == rule.service)
+        return {rule.id: sum(r.injected(rule.point, rule.action)
+                             for r in self.stack.replicas.values() if r.service == rule.service)
                 for rule in self.protocol.faults if isinstance(rule, Inject)}
 
     # -- configuration ------------------------------------------------------------------------
@@ -392,7 +282,7 @@ class Scenario:
         return sorted({group for service, _ in self.stack.replicas
                        for group in CONSUMER_GROUPS.get(service, ())})
 
-    def _env(self, service: str, replica: ServiceProcess | None = None, *, armed: bool = True
+    def env(self, service: str, replica: ServiceProcess | None = None, *, armed: bool = True
              ) -> dict[str, str]:
         """The scenario's settings for ``service`` with the fault rules not yet fired; only
         replica 1 of a service carries injected faults (a started replica is never armed)."""
@@ -417,23 +307,10 @@ class Scenario:
                                  self.started_at, placements)
 
     async def _measure(self, subjects: measured.Subjects) -> measured.Facts:
-        final = await measured.measure(self.pool, subjects, settled=await self._settled())
+        told = await measured.told_the_agent(self.positions)
+        final = await measured.measure(self.pool, subjects, settled=told)
         final.faults = self._fault_hits()
         return final
-
-    async def _settled(self) -> dict[str, dict[str, Any]]:
-        """The latest ToolCallSettled the agent was sent per intent."""
-        latest: dict[str, dict[str, Any]] = {}
-        results = await self.positions.topics(results_topics())  # every tenant's
-        for record in await self.positions.since_start(*results):
-            try:
-                envelope = json.loads(record.value or b"")
-            except ValueError:
-                continue
-            if isinstance(envelope, dict) and envelope.get("event_type") == TOOL_CALL_SETTLED:
-                payload = envelope.get("payload") or {}
-                latest[str(payload.get("logical_call_id"))] = payload
-        return latest
 
     async def _until_deadline(self, awaitable, what: str) -> None:
         try:
@@ -441,10 +318,6 @@ class Scenario:
         except TimeoutError:
             self.report.problems.append(f"{what} did not finish within time_limit_s")
 
-    def _now(self) -> float:
+    def now(self) -> float:
+        """Seconds since the scenario began."""
         return round(time.monotonic() - self.began, 2)
-
-
-def _hits(replica: ServiceProcess, rule: Inject) -> int:
-    mark = f"fault injected: {rule.point} -> {rule.action}\n".encode()
-    return replica.log_path.read_bytes().count(mark) if replica.log_path.exists() else 0

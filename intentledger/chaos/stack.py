@@ -51,6 +51,12 @@ class ServiceProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def injected(self, point: str, action: str) -> int:
+        """How often this replica's processes injected ``action`` at fault point ``point``,
+        as their log says (``shared.faults`` writes a line each time)."""
+        mark = f"fault injected: {point} -> {action}\n".encode()
+        return self.log_path.read_bytes().count(mark) if self.log_path.exists() else 0
+
 
 class Stack:
     """Starts, signals, restarts and stops the scenario's processes."""

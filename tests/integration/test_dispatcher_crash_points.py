@@ -12,8 +12,9 @@ import pytest
 from shared import faults
 from shared.operator.publish import publish
 from tests.support.dispatch import attempts, authorization, call_row, debit_intent, settled
-from tests.support.dispatcher_faults import (crash_then_restart, dispatcher, free_port,
-                                             http_wallet, relay_and_wallet, stage)
+from tests.support.dispatcher_faults import (crash_then_restart, dispatcher, http_wallet,
+                                             relay_and_wallet, stage)
+from tests.support.ports import free_port
 from tests.support.wallet import debits_under, new_wallet
 
 pytestmark = pytest.mark.infra

@@ -18,9 +18,9 @@ from shared.operator.publish import publish
 from tests.support.dispatch import (Stage, accepted, attempts, authorization, call_row,
                                     call_state, debit_intent, running_policy_on, settled)
 from tests.support.dispatching import announcements
-from tests.support.dispatcher_faults import (dispatcher, free_port, http_wallet,
-                                             relay_and_wallet, stage)
+from tests.support.dispatcher_faults import dispatcher, http_wallet, relay_and_wallet, stage
 from tests.support.kafka import wait_for
+from tests.support.ports import free_port
 from tests.support.wallet import balance, debits_under, new_wallet
 
 pytestmark = pytest.mark.infra

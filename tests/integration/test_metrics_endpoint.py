@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared import metric_catalog
 from tests.integration.test_service_runtime import environments, ready
 from tests.support.dispatch import settled
-from tests.support.http_effects import free_port
+from tests.support.ports import free_port
 from tests.support.identities import fresh_principal
 from tests.support.kafka import wait_for
 from tests.support.pipeline import answer, debit, names, propose
@@ -72,9 +72,9 @@ async def test_every_process_serves_its_metrics_under_the_documented_names(pool,
             return scraped if done else None
         scraped = await wait_for(projected, timeout=60, interval=1.0)
         assert scraped is not None, "the projection never applied the call's events"
-    finally:
-        for process in processes:
-            assert await asyncio.to_thread(process.stop) == 0, f"see {process.log_path}"
+    finally:  # every process stopped before any is judged: none may run on into later tests
+        exits = {process.log_path: await asyncio.to_thread(process.stop) for process in processes}
+        assert [log for log, status in exits.items() if status != 0] == []
 
     dispatcher, policy = scraped["dispatcher"], scraped["policy"]
     intents = value(dispatcher, "dispatcher_intents_total", tool="wallet.debit")

@@ -19,7 +19,7 @@ from downstreams.wallet.repository import SCHEMA as WALLET
 from tests.integration.test_wallet import WalletRun, request, send
 from shared.infra.postgres_local import login_url
 from tests.support.dispatch import Stage, dispatcher_stage
-from tests.support.http_effects import free_port
+from tests.support.ports import free_port
 from tests.support.identities import local
 from tests.support.kafka import committed, create_topic, unique_topic, wait_for
 from tests.support.probe import Probe

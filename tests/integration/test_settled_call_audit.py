@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.support.dispatch import Stage, debit_intent, dispatcher_stage, settled
 from tests.support.dispatching import authorize, running
-from tests.support.http_effects import free_port
+from tests.support.ports import free_port
 from tests.support.kafka import wait_for
 from tests.support.wallet import debits_under, new_wallet
 

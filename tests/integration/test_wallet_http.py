@@ -21,7 +21,8 @@ from downstreams.wallet.settings import WalletSettings
 from shared import faults
 from shared.config import Endpoints, Settings
 from tests.support.capabilities import capability_for
-from tests.support.http_effects import free_port, http_tool, order
+from tests.support.http_effects import http_tool, order
+from tests.support.ports import free_port
 from tests.support.kafka import unique_topic, wait_for
 from tests.support.processes import ServiceProcess
 from tests.support.wallet import (balance, debit, debits_under, key_settled, new_key,

@@ -4,7 +4,6 @@ beside them, dispatchers started with fault rules, and a crash followed by a res
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -24,12 +23,6 @@ from tests.support.processes import ServiceProcess
 async def stage(pool, endpoints, tmp_path) -> Stage:
     async with dispatcher_stage(pool, endpoints, tmp_path) as prepared:
         yield prepared
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @asynccontextmanager

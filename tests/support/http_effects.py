@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -39,10 +38,3 @@ def order(tool: ToolSpec, key: str, arguments: dict | None = None, *,
                  canonical_arguments=arguments, attempt=attempt, fence=fence,
                  deadline_at=datetime.now(UTC) + timedelta(seconds=seconds),
                  capability=capability.model_dump(mode="json") if kind == "send" else None)
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (for a server to bind, or to be refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

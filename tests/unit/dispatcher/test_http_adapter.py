@@ -15,7 +15,8 @@ from aiohttp import web
 
 from services.dispatcher.adapters.http import HttpEffectAdapter
 from shared.contracts.effect_requests import EffectReceipt
-from tests.support.http_effects import free_port, http_tool, order
+from tests.support.http_effects import http_tool, order
+from tests.support.ports import free_port
 
 KEY = "run-7:order/7:debit"  # a "/" in the key must survive the lookup's URL
 RESULT = {"debit_id": "d-1", "balance_minor": 6000}

@@ -2,9 +2,9 @@
 scheduler's (calls it claimed as due) or the consumer's (calls a receipt or an authorization
 just made due, stepped before that record's transaction commits: ``finishing.py``).
 
-What the steps read first is read for the whole set: the leases and the runs, a statement
-each, locked in run order, so two batches wait for each other instead of deadlocking; then the
-attempts, pending resolutions and the slots of bounded tools together (``reads.py``). What they
+What the steps read first is read for the whole set: the leases, then the runs, locked in run
+order, so two batches wait for each other instead of deadlocking, with the attempts, pending
+resolutions and the slots of bounded tools in the same statement (``reads.py``). What they
 write last, their calls' moves and the attempts these start, is one statement for the set
 (``moves.py``). Slots the steps freed are handed to the calls in line before the transaction
 commits. A step that
@@ -71,8 +71,7 @@ class Batch:
         conn = uow.connection
         held = await leases.hold(conn, run_keys, self._settings.worker_id,
                                  self._settings.lease_ttl_s, now)
-        runs = await repo.runs_for_update(conn, list(held))
-        attempts, pending, slots = await reads.step_reads(conn, call_ids, self._bounds(calls))
+        read = await reads.step_reads(conn, list(held), call_ids, self._bounds(calls))
         reports, left = [], []
         for call in sorted(calls, key=lambda call: call.run):
             if (lease := held.get(call.run)) is None:
@@ -81,15 +80,15 @@ class Batch:
             if lease.taken_over_from:
                 log.warning("took run %s over from %s (fence %d)", call.run,
                             lease.taken_over_from, lease.fence)
-            known = Known(runs[call.run], attempts[call.logical_call_id],
-                          pending.get(call.logical_call_id), slots)
+            known = Known(read.runs[call.run], read.attempts[call.logical_call_id],
+                          read.pending.get(call.logical_call_id), read.slots)
             if isolate:
                 reports.append(await self._step_isolated(uow, call, lease, now, known))
             else:
                 reports.append(await self._step(uow, call, lease, now, known))
         # The steps' last moves, one statement for the set (those written already are skipped).
         await moves.write(conn, [report.moves for report in reports if report.moves is not None])
-        await capacity.admit(conn, slots.with_line())  # slots the steps freed go to the line
+        await capacity.admit(conn, read.slots.with_line())  # slots the steps freed go to the line
         return reports, left
 
     def _bounds(self, calls: Sequence[repo.Call]) -> dict[str, int]:

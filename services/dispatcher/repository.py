@@ -196,33 +196,41 @@ async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) 
     return (await calls_for_update(conn, [logical_call_id])).get(logical_call_id)
 
 
+def runs_locked(tenants: str, run_ids: str) -> str:
+    """SQL, an array: the runs named by the text-array parameters ``tenants`` and ``run_ids``
+    (e.g. ``'$1'``), locked in run order, like the leases, so two batches cannot deadlock on
+    them; each a row of a ``Run``'s fields and its oldest pending cancellation's event id and
+    request (``runs_from``; ``reads.py`` asks for it beside a batch's other reads)."""
+    return (
+        "ARRAY(SELECT ROW(r.tenant_id, r.run_id, r.deadline_at, r.max_attempts, r.attempts_used,"
+        " r.aborted_at, r.abort_reason, r.work_until, r.compensates, r.abort_code, c.event_id,"
+        f" c.request) FROM (SELECT * FROM {SCHEMA}.runs WHERE (tenant_id, run_id) IN"
+        f"   (SELECT * FROM unnest({tenants}::text[], {run_ids}::text[]))"
+        "   ORDER BY tenant_id, run_id FOR NO KEY UPDATE) AS r"
+        f" LEFT JOIN LATERAL (SELECT event_id, request FROM {SCHEMA}.cancellations"
+        "   WHERE tenant_id = r.tenant_id AND run_id = r.run_id AND status = 'pending'"
+        "   ORDER BY received_at, event_id LIMIT 1) c ON true"
+        " ORDER BY r.tenant_id, r.run_id)")
+
+
+def runs_from(rows: list[tuple]) -> dict[RunKey, Run]:
+    """The runs of ``runs_locked``'s rows, by key."""
+    runs = {}
+    for *fields, event_id, request in rows:
+        cancellation = None
+        if event_id is not None:
+            request = json.loads(request)
+            cancellation = Cancellation(event_id, request["operator_id"], request["reason"],
+                                        request["compensate"])
+        run = Run(*fields, cancellation=cancellation)
+        runs[run.key] = run
+    return runs
+
+
 async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> Run:
-    return (await runs_for_update(conn, [run]))[run]
-
-
-async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> dict[RunKey, Run]:
-    """Locked in run order, like the leases, so two batches cannot deadlock on them."""
-    rows = await conn.fetch(
-        f"SELECT r.tenant_id, r.run_id, deadline_at, max_attempts, attempts_used, aborted_at,"
-        f" abort_reason, work_until, compensates, abort_code, c.event_id, c.request"
-        f" FROM {SCHEMA}.runs r LEFT JOIN LATERAL ("
-        f"   SELECT event_id, request FROM {SCHEMA}.cancellations"
-        "    WHERE tenant_id = r.tenant_id AND run_id = r.run_id AND status = 'pending'"
-        "    ORDER BY received_at, event_id LIMIT 1) c ON true"
-        " WHERE (r.tenant_id, r.run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
-        " ORDER BY r.tenant_id, r.run_id FOR NO KEY UPDATE OF r",
-        [run.tenant_id for run in runs], [run.run_id for run in runs])
-    return {RunKey.of(row): _run(row) for row in rows}
-
-
-def _run(row: asyncpg.Record) -> Run:
-    fields = dict(row)
-    event_id, request = fields.pop("event_id"), fields.pop("request")
-    if event_id is not None:
-        request = json.loads(request)
-        fields["cancellation"] = Cancellation(event_id, request["operator_id"],
-                                              request["reason"], request["compensate"])
-    return Run(**fields)
+    rows = await conn.fetchval(f"SELECT {runs_locked('$1', '$2')}", [run.tenant_id],
+                               [run.run_id])
+    return runs_from(rows)[run]
 
 
 async def postpone(conn: asyncpg.Connection, call: Call, until: datetime | None) -> None:

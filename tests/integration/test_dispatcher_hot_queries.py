@@ -102,14 +102,14 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
         some = [row["logical_call_id"] for row in await conn.fetch(
             "SELECT logical_call_id FROM dispatcher.calls WHERE run_id = $1", f"{prefix}7")]
         await leases.hold(explaining, [run], "worker-a", 10.0, now)  # type: ignore[arg-type]
-        await repo.runs_for_update(explaining, [run])  # type: ignore[arg-type]
-        await reads.step_reads(explaining, some, {"wallet.debit": 64})  # type: ignore[arg-type]
+        await reads.step_reads(explaining, [run], some,  # type: ignore[arg-type]
+                               {"wallet.debit": 64})
         await due.waiting_calls_for_update(explaining, some, 10.0)  # type: ignore[arg-type]
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
         await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
         await moves.write(explaining, await sent_batch(conn))  # type: ignore[arg-type]
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 8
+    assert len({sql for _, sql, _ in explaining.plans}) == 7
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
     assert overestimated_scans(explaining.plans, HOT_TABLES, FEW) == []
 

@@ -1,7 +1,8 @@
 """A batch's reads in one statement (``services/dispatcher/reads.py``), against real
-PostgreSQL: each call's attempts in order with their receipts, the oldest resolution not yet
-concluded, locked with the others of its call until the step's transaction ends, and the
-bounded tools' slots in use and calls in line."""
+PostgreSQL: its runs with their oldest pending cancellation, locked until the step's
+transaction ends; each call's attempts in order with their receipts; the oldest resolution not
+yet concluded, locked with the others of its call; and the bounded tools' slots in use and
+calls in line."""
 
 import json
 import uuid
@@ -11,6 +12,7 @@ import pytest
 
 from services.dispatcher.reads import step_reads
 from shared.db.schemas import migrate_service
+from shared.runs import RunKey
 
 pytestmark = pytest.mark.infra
 TOOL = f"wallet.debit-reads-{uuid.uuid4().hex[:6]}"
@@ -19,8 +21,9 @@ TOOL = f"wallet.debit-reads-{uuid.uuid4().hex[:6]}"
 @pytest.fixture
 async def calls(pool):
     """Two calls of a bounded tool: one with two attempts (the second unanswered), two
-    resolutions pending and one concluded; one waiting in line for a slot. Committed, so that
-    another session can try their locks; deleted afterwards."""
+    resolutions pending and one concluded; one waiting in line for a slot; their run with two
+    cancellations pending and one concluded. Committed, so that another session can try their
+    locks; deleted afterwards."""
     await migrate_service(pool, "dispatcher")
     first, second = uuid.uuid4(), uuid.uuid4()
     older, newer, concluded = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -48,21 +51,35 @@ async def calls(pool):
         " ($2, $4, '{\"n\": \"older\"}', 'pending', now() - interval '1 minute'),"
         " ($3, $4, '{\"n\": \"concluded\"}', 'applied', now() - interval '2 minutes')",
         newer, older, concluded, first)
-    yield {"first": first, "second": second, "older": older, "newer": newer}
+    cancellations = [uuid.uuid4() for _ in range(3)]
+    await pool.execute(  # the oldest concluded: the oldest pending one is the run's
+        "INSERT INTO dispatcher.cancellations (event_id, tenant_id, run_id, request, status,"
+        " received_at) SELECT id, 'acme', $1, jsonb_build_object('operator_id', 'op-' || n,"
+        " 'reason', 'r', 'compensate', false), status, now() - n * interval '1 minute'"
+        " FROM unnest($2::uuid[], $3::text[], $4::int[]) AS c(id, status, n)",
+        run, cancellations, ["applied", "pending", "pending"], [3, 2, 1])
+    yield {"first": first, "second": second, "older": older, "newer": newer,
+           "run": RunKey("acme", run), "cancellation": cancellations[1]}
     await pool.execute("DELETE FROM dispatcher.resolutions WHERE logical_call_id = $1", first)
     await pool.execute("DELETE FROM dispatcher.attempts WHERE logical_call_id = $1", first)
     await pool.execute("DELETE FROM dispatcher.calls WHERE run_id = $1", run)
+    await pool.execute("DELETE FROM dispatcher.cancellations WHERE run_id = $1", run)
     await pool.execute("DELETE FROM dispatcher.runs WHERE run_id = $1", run)
 
 
-async def test_one_statement_reads_attempts_the_oldest_resolution_locked_and_slots(
+async def test_one_statement_reads_runs_attempts_the_oldest_resolution_locked_and_slots(
         pool, endpoints, calls):
-    first, second = calls["first"], calls["second"]
+    first, second, run = calls["first"], calls["second"], calls["run"]
     async with pool.acquire() as conn, conn.transaction():
         # rows read in the table's order, not an index's: the order must come from the read
         await conn.execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
-        attempts, pending, slots = await step_reads(conn, [first, second], {TOOL: 1})
+        read = await step_reads(conn, [run, RunKey("globex", run.run_id)], [first, second],
+                                {TOOL: 1})
+        attempts, pending, slots = read.attempts, read.pending, read.slots
 
+        assert list(read.runs) == [run]  # another tenant's run of that id is not this one
+        assert (read.runs[run].max_attempts, read.runs[run].cancellation.event_id,
+                read.runs[run].cancellation.operator_id) == (10, calls["cancellation"], "op-2")
         assert [a.attempt for a in attempts[first]] == [1, 2]
         assert attempts[first][0].receipt == {"status": "timeout", "attempt": 1}
         assert attempts[first][1].receipt is None and attempts[first][1].status is None
@@ -78,11 +95,14 @@ async def test_one_statement_reads_attempts_the_oldest_resolution_locked_and_slo
                 with pytest.raises(asyncpg.LockNotAvailableError):
                     await other.execute("SELECT FROM dispatcher.resolutions WHERE event_id = $1"
                                         " FOR UPDATE NOWAIT", resolution)
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                await other.execute("SELECT FROM dispatcher.runs WHERE tenant_id = $1 AND"
+                                    " run_id = $2 FOR NO KEY UPDATE NOWAIT", run.tenant_id, run.run_id)
         finally:
             await other.close()
 
 
 async def test_without_bounded_tools_no_slots_are_read(pool, calls):
     async with pool.acquire() as conn, conn.transaction():
-        _, _, slots = await step_reads(conn, [calls["first"]], {})
+        slots = (await step_reads(conn, [], [calls["first"]], {})).slots
     assert slots.bounds == {} and not slots.in_use and not slots.in_line

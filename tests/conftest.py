@@ -17,7 +17,7 @@ import pytest
 
 from shared.config import Endpoints, Settings
 from shared.db.pool import open_pool
-from tests.support import identities, query_rows
+from tests.support import identities, processes, query_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests start many service processes on this host: a health port exported in the shell would make
@@ -79,6 +79,13 @@ async def no_seeded_rows_left(request):
     yield
     if query_rows.seeded():
         await query_rows.forget_seeded(request.getfixturevalue("pool"))
+
+
+@pytest.fixture(autouse=True)
+def no_service_process_outlives_its_test():
+    yield
+    strays = processes.stop_strays()
+    assert strays == [], "the test left these service processes running (killed now)"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -14,6 +14,9 @@ from shared.config import Endpoints
 
 
 class ServiceProcess:
+    started: list[ServiceProcess] = []
+    """Every process started and not yet found stopped by ``stop_strays``."""
+
     def __init__(self, service: str, endpoints: Endpoints, log_path: Path, *,
                  faults: str = "", env: dict[str, str] | None = None) -> None:
         self.service = service
@@ -32,6 +35,7 @@ class ServiceProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "intentledger.cli", "serve", self.service],
             env=self._env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        ServiceProcess.started.append(self)
         return self
 
     def kill9(self) -> int:
@@ -74,6 +78,17 @@ class ServiceProcess:
                 return False
             time.sleep(0.1)
         return False
+
+
+def stop_strays() -> list[str]:
+    """Kill every service process a test started and left running; their logs, for the test's
+    failure. Left running, one works on the shared tables under the tests that follow (a
+    dispatcher steps their calls with its own registry and settings)."""
+    strays = [process for process in ServiceProcess.started if process.process.poll() is None]
+    for process in strays:
+        process.kill9()
+    ServiceProcess.started.clear()
+    return [str(process.log_path) for process in strays]
 
 
 def relay_env(schema: str, **overrides: object) -> dict[str, str]:

@@ -7,12 +7,11 @@ order, so two batches wait for each other instead of deadlocking, with the attem
 resolutions and the slots of bounded tools in the same statement (``reads.py``). What they
 write last, their calls' moves and the attempts these start, is one statement for the set
 (``moves.py``). Slots the steps freed are handed to the calls in line before the transaction
-commits. A step that
-fails for a reason of its own (a bug, a lost race) fails the set, which is then stepped again
-with a savepoint per call: the failing step is rolled back alone, counted (``step_failures``)
-and tried again after a backoff that doubles with each consecutive failure of that call (1 s
-to 5 min), the others commit. A call no step can take (a bug, a row written by hand) therefore
-costs a few steps an hour, not one a second.
+commits. A step that fails for a reason of its own (a bug, a lost race) fails the set, which
+is then stepped again with a savepoint per call: the failing step is rolled back alone,
+counted (``step_failures``) and tried again after a backoff that doubles with each
+consecutive failure of that call (1 s to 5 min), the others commit. A call no step can take
+(a bug, a row written by hand) therefore costs a few steps an hour, not one a second.
 
 Time comes from PostgreSQL (``clock_timestamp()``, read with the transaction's guard before
 the set was locked: ``due.GUARD``), not from this host: leases and deadlines are compared by

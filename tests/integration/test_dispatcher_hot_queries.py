@@ -19,7 +19,7 @@ from services.dispatcher import capacity, due, leases, moves, reads, repository 
 from shared.contracts.dispatch import CallState
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
-from tests.support.dispatch import debit_intent
+from tests.support.dispatch import due_calls, unique_suffix
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
@@ -77,10 +77,7 @@ async def sent_batch(conn: asyncpg.Connection) -> list[moves.Moves]:
     now = await conn.fetchval("SELECT now()")
     batch = []
     for _ in range(5):
-        intent = debit_intent(f"wallet-{uuid.uuid4().hex[:6]}")
-        await repo.insert_calls(
-            conn, [repo.NewCall(intent.model_dump(mode="json"), {}, "v1", intent.deadline_at)],
-            [repo.NewRun(RunKey.of(intent), intent.principal_id, intent.deadline_at, 5)])
+        [intent] = await due_calls(conn, f"run-sent-{unique_suffix()}", 1)
         call_moves = moves.Moves(await repo.call_for_update(conn, intent.logical_call_id), 2)
         call_moves.move(CallState.INTENT_RECORDED, next_action_at=now)
         call_moves.start(moves.NewAttempt(1, "send", "worker-a", now))

@@ -22,6 +22,7 @@ from shared.db.schemas import migrate_service
 from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
+from tests.support.downstream_history import settled_keys_and_fences
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 from tests.support.capabilities import effect_request
@@ -56,13 +57,7 @@ async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
         " operation_key, logical_call_id, attempt, fence) SELECT $1 || 'r-' || g, $1 || 'd-' || g,"
         " $1 || 'w-' || g, 10, 'EUR', $1 || 'refund-' || g, gen_random_uuid(), 1, 1"
         " FROM generate_series(10, $2::int, 10) AS g", prefix, HISTORY)
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.idempotency_keys (operation_key, request_hash, response)"
-        " SELECT $1 || 'key-' || g, 'hash-' || g, '{\"status\": \"applied\"}'"
-        " FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.fences (scope, fence) SELECT '[\"acme\",\"' || $1 || 'run-' || g"
-        " || '\"]', 1 FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
+    await settled_keys_and_fences(conn, SCHEMA, prefix, HISTORY)
     await conn.execute(f"ANALYZE {SCHEMA}.wallets, {SCHEMA}.debits, {SCHEMA}.refunds,"
                        f" {SCHEMA}.idempotency_keys, {SCHEMA}.fences")
 

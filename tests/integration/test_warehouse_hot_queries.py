@@ -25,6 +25,7 @@ from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
 from tests.support.capabilities import effect_request
+from tests.support.downstream_history import settled_keys_and_fences
 from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
 from tests.support.transactions import rolled_back
 
@@ -61,13 +62,7 @@ async def fill_history(conn: asyncpg.Connection, prefix: str) -> None:
         " logical_call_id, attempt, fence) SELECT $1 || 'shp-' || g, 'acme', 'tenant/acme/' || $1"
         " || 'o-' || g, 'Quay 7', $1 || 'ship-' || g, gen_random_uuid(), 1, 1"
         " FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.idempotency_keys (operation_key, request_hash, response)"
-        " SELECT $1 || 'key-' || g, 'hash-' || g, '{\"status\": \"applied\"}'"
-        " FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
-    await conn.execute(
-        f"INSERT INTO {SCHEMA}.fences (scope, fence) SELECT '[\"acme\",\"' || $1 || 'run-' || g"
-        " || '\"]', 1 FROM generate_series(1, $2::int) AS g", prefix, HISTORY)
+    await settled_keys_and_fences(conn, SCHEMA, prefix, HISTORY)
     await conn.execute(f"ANALYZE {SCHEMA}.stock, {SCHEMA}.reservations, {SCHEMA}.releases,"
                        f" {SCHEMA}.shipments, {SCHEMA}.idempotency_keys, {SCHEMA}.fences")
 

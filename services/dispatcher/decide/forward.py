@@ -45,8 +45,8 @@ def record_intent(step: Situation) -> list[Action]:
     # A Kafka request is an outbox row, published only once its transaction has committed: the
     # intent and its first send can be one transaction, and still nothing is dispatched before
     # the intent is durable.
-    return [*recorded, *send(replace(step, call=replace(call, state=S.INTENT_RECORDED)),
-                             to=S.DISPATCHING)]
+    return [*recorded, *send(replace(step, call=replace(call, state=S.INTENT_RECORDED),
+                                     authorized=True), to=S.DISPATCHING)]
 
 
 def send(step: Situation, *, to: S) -> list[Action]:

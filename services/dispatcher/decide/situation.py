@@ -51,6 +51,11 @@ class Situation:
     judges: Judges
     capacity: Capacity = field(default_factory=lambda: Capacity({}))
     """The bounded tools' slots, as this step's batch sees them (none: nothing is bounded)."""
+    authorized: bool = False
+    """This decision has found the call's authority whole at ``now`` already and goes on to
+    send it (``forward.record_intent``): the same capability, intent and run at the same
+    instant, so it is not verified a second time (a signature check is a tenth of a
+    millisecond, on the path of every proposal)."""
 
     @property
     def latest(self) -> Attempt | None:
@@ -66,6 +71,8 @@ class Situation:
 
     def refusal(self) -> Refusal | None:
         """Authority at the instant of dispatch (``authority.py``)."""
+        if self.authorized:
+            return None
         return refusal_at_dispatch(self.call, self.run, self.judges.policy, self.judges.keys,
                                    self.now, requires_approval=self.tool.requires_approval)
 

@@ -67,9 +67,9 @@ def a_repair(outcome: str = "succeeded", operator: str = "ops-1") -> Repair:
 
 def decided(call: Call, attempts=(), *, now=LATER, run=RUN, repair=None, fence: int = 1,
             tool=None, breakers: Breakers | None = None, unregistered: bool = False,
-            capacity: Capacity | None = None):
+            capacity: Capacity | None = None, keys=KEYS):
     spec = None if unregistered else tool or REGISTRY.resolve(call.tool_name, call.tool_version)
-    judges = Judges(SETTINGS, ResolvingPolicy("v1"), KEYS,
+    judges = Judges(SETTINGS, ResolvingPolicy("v1"), keys,
                     breakers or Breakers(SETTINGS.breaker_failures,
                                          timedelta(seconds=SETTINGS.breaker_cooldown_s)))
     return decide(call, run, list(attempts), repair, now, fence=fence, tool=spec, judges=judges,

@@ -16,7 +16,7 @@ from services.dispatcher.states import CALL_TRANSITIONS
 from shared.contracts.dispatch import CallState as S
 from tests.unit.dispatcher.situations import (LATER, SETTINGS, a_call, an_attempt, applied,
                                               decided, summary)
-from tests.unit.dispatcher.test_dispatch_rules import NOW, REGISTRY, RUN
+from tests.unit.dispatcher.test_dispatch_rules import KEYS, NOW, REGISTRY, RUN
 
 DEBIT = REGISTRY.resolve("wallet.debit", "1")
 OVER_HTTP = DEBIT.model_copy(update={"adapter": "http", "http_url": "http://wallet.test/debit"})
@@ -185,6 +185,33 @@ def test_the_intent_is_recorded_before_any_attempt(tool):
     kinds = [type(action) for action in actions if isinstance(action, Move | StartAttempt)]
     assert kinds == ([Move, StartAttempt] if tool.adapter == "kafka" else [Move])
     assert actions[0].to == S.INTENT_RECORDED
+
+
+class CountingKeys(dict):
+    """The capability keys, counting each lookup: one signature checked, one lookup."""
+
+    looked_up = 0
+
+    def get(self, kid, default=None):
+        self.looked_up += 1
+        return super().get(kid, default)
+
+
+def test_the_step_that_records_an_intent_and_sends_it_checks_its_capability_once():
+    keys = CountingKeys(KEYS)
+    actions = decided(a_call(S.AUTHORIZED), keys=keys)
+    assert summary(actions) == ["INTENT_RECORDED by DispatchIntentRecorded", "send -> DISPATCHING"]
+    assert keys.looked_up == 1
+
+
+def test_a_capability_edited_after_signing_is_refused_before_the_intent_is_recorded():
+    """The one check of that step still stands between a forged capability and the send."""
+    call = a_call(S.AUTHORIZED)
+    forged = replace(call, capability={**call.capability, "arguments_hash": "b" * 64})
+    actions = decided(forged)
+    assert summary(actions) == ["DENIED by DispatchRefused (capability_signature_invalid)",
+                                "stop run (capability_signature_invalid)", "saga"]
+    assert not any(isinstance(action, StartAttempt) for action in actions)
 
 
 def test_reconciliation_waits_for_every_earlier_attempts_deadline():

@@ -25,6 +25,13 @@ from shared.infra import processes
 from shared.infra.errors import InfraError
 
 RUN_AS = "postgres"
+SERVER_SETTINGS = {"shared_buffers": "512MB", "max_wal_size": "4GB", "checkpoint_timeout": "15min"}
+"""What a production server is given (``k8s/base/postgres-cluster.yaml`` sets the same), not a
+packaged server's defaults, sized for a small shared machine: 128 MB of buffers, which the
+hot indexes of a few hours' ledger outgrow (every backend then evicts and writes pages
+itself), and a checkpoint after every 1 GB of WAL, a few minutes at the benchmark's rates,
+each followed by a full image of every page written again. Measured against the defaults in
+bench/README.md ("PostgreSQL sized as a deployment")."""
 FALLBACK_ROOT = Path("/var/lib/postgresql/intentledger")
 
 
@@ -80,7 +87,8 @@ def start(settings: Settings, bindir: Path, home: Path, port: int) -> int:
               "--no-locale"], "initdb")
     # pg_stat_statements: the benchmark counts the statements a proposal costs (bench/e2e/).
     options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {shlex.quote(str(sockets))}"
-               " -c max_connections=300 -c shared_preload_libraries=pg_stat_statements")
+               " -c max_connections=300 -c shared_preload_libraries=pg_stat_statements "
+               + " ".join(f"-c {name}={value}" for name, value in SERVER_SETTINGS.items()))
     if settings.postgres_fast:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     _run([bindir / "pg_ctl", "-D", data, "-l", log, "-w", "-t", "30", "-o", options, "start"], "pg_ctl start")

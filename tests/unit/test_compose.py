@@ -17,6 +17,7 @@ from jsonschema import Draft7Validator
 
 from services.relay.settings import RelaySettings
 from shared.config import Settings
+from shared.infra.postgres_local import SERVER_SETTINGS
 from tests.support.deployment import (DEPLOYED_COMMANDS, HEALTH_PORT, ROOT, cli_grammar, seconds,
                                       unread_env_names)
 
@@ -361,6 +362,13 @@ def test_the_host_reaches_postgres_on_the_default_port_and_database(compose):
     assert published(postgres) == {DEFAULTS["postgres_port"]: 5432}
     assert environment(postgres)["POSTGRES_DB"] == DEFAULTS["database_name"]
     assert any(str(v).startswith("postgres-data:") for v in postgres["volumes"])
+
+
+def test_postgres_runs_the_settings_the_benchmark_measured(compose):
+    command = compose["services"]["postgres"]["command"]
+    assert command[0] == "postgres"
+    assert dict(option.split("=", 1) for option in command[2::2]) == SERVER_SETTINGS
+    assert set(command[1::2]) == {"-c"}
 
 
 def test_the_query_api_is_published_on_loopback_at_its_default_port(compose):

@@ -19,6 +19,7 @@ from services.policy.settings import PolicySettings
 from services.proposal_intake.settings import IntakeSettings
 from services.relay.settings import RelaySettings
 from shared.health import HealthSettings
+from shared.infra.postgres_local import SERVER_SETTINGS
 from shared.messaging.kafka_security import KafkaSecurity
 from shared.telemetry import TelemetrySettings
 from shared import topology
@@ -523,6 +524,16 @@ def test_each_service_has_its_own_database_role(overlay, objects):
         expected = "intentledger-db-" + ("migrator" if role["name"] == "intentledger"
                                          else role["name"].replace("_", "-"))
         assert role["passwordSecret"]["name"] == expected
+
+
+def test_production_postgresql_runs_the_settings_the_benchmark_measured(overlay, objects):
+    """The local cluster of the tests, the demo and the benchmark runs ``SERVER_SETTINGS``; the
+    production cluster must run them too, or the benchmark measures a server nobody deploys.
+    The dev overlay shrinks the server for a laptop."""
+    if overlay != "prod":
+        pytest.skip("the dev overlay sizes PostgreSQL for a laptop")
+    parameters = of_kind(objects, "Cluster")["intentledger-pg"]["spec"]["postgresql"]["parameters"]
+    assert {name: parameters.get(name) for name in SERVER_SETTINGS} == SERVER_SETTINGS
 
 
 # Broken manifests must be reported

@@ -4,10 +4,11 @@ statements, however many records and calls it holds.
 It answers exactly as ``Intake.take`` would record after record, in the same order: each
 record is read (identity, shape) without a table; the rate buckets are spent for all of them
 at once (``rates.spend_all``); the runs the calls name are locked and the intents holding
-their keys or call ids read, in one statement each; then every call is decided in delivery
-order against that state as the earlier calls of the batch left it (a key taken, a run's
-count and cost raised), by the same rules (``run_checks``, ``Outcomes.taken``); and the
-buckets, the new runs, the intents and the runs' counters are written in one statement.
+their keys or call ids read, in one statement (``repository.runs_and_calls_named``); then
+every call is decided in delivery order against that state as the earlier calls of the batch
+left it (a key taken, a run's count and cost raised), by the same rules (``run_checks``,
+``Outcomes.taken``); and the buckets, the new runs, the intents and the runs' counters are
+written in one statement.
 
 What no read can foresee is a concurrent transaction (another replica) taking a key, a call
 id or a run between our read and our insert: the insert waits for it and comes back short.
@@ -107,12 +108,11 @@ async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -
                 _outcomes(intake, record).rejected(proposal, rejection.code, rejection.message)
     if not named:
         return _Ledger({}, {}, set())
-    conn = uow.connection
-    runs = {RunKey(row["tenant_id"], row["run_id"]): dict(row) for row in
-            await repository.runs_for_update(conn, [RunKey.of(p) for _, p, _ in named])}
-    taken = await repository.calls_named(
-        conn, [n.operation_key for _, _, n in named],
+    locked, taken = await repository.runs_and_calls_named(
+        uow.connection, [RunKey.of(p) for _, p, _ in named],
+        [n.operation_key for _, _, n in named],
         [(RunKey.of(p), p.provider_call_id) for _, p, _ in named])
+    runs = {RunKey(row["tenant_id"], row["run_id"]): row for row in locked}
     ledger = _Ledger(runs, {row["operation_key"]: row for row in taken},
                      {(RunKey(row["tenant_id"], row["run_id"]), row["provider_call_id"])
                       for row in taken})

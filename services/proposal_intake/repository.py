@@ -32,11 +32,20 @@ async def run_for_update(conn: asyncpg.Connection, run: RunKey) -> asyncpg.Recor
 async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> list[asyncpg.Record]:
     """Lock the runs that exist, in (tenant, run id) order: two takers lock any runs they
     share in the same order, so neither waits on the other in a cycle."""
+    return await conn.fetch(f"SELECT r.* FROM {_runs_locked('$1', '$2')}", *_run_arrays(runs))
+
+
+def _runs_locked(tenants: str, run_ids: str) -> str:
+    """SQL, the ``FROM`` of a select of ``r``: the runs named by the text-array parameters
+    ``tenants`` and ``run_ids`` (``_run_arrays``), locked in run order."""
+    return (f"{SCHEMA}.runs r JOIN unnest({tenants}::text[], {run_ids}::text[])"
+            " AS k(tenant_id, run_id) USING (tenant_id, run_id)"
+            " ORDER BY r.tenant_id, r.run_id FOR UPDATE OF r")
+
+
+def _run_arrays(runs: list[RunKey]) -> tuple[list[str], list[str]]:
     ordered = sorted(set(runs))
-    return await conn.fetch(
-        f"SELECT r.* FROM {SCHEMA}.runs r JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, run_id)"
-        " USING (tenant_id, run_id) ORDER BY r.tenant_id, r.run_id FOR UPDATE OF r",
-        [key.tenant_id for key in ordered], [key.run_id for key in ordered])
+    return [key.tenant_id for key in ordered], [key.run_id for key in ordered]
 
 
 async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> asyncpg.Record:
@@ -93,29 +102,44 @@ async def record_batch(conn: asyncpg.Connection, runs: list[dict], intents: list
     return row["runs"], row["intents"]
 
 
-async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> asyncpg.Record | None:
-    rows = await calls_named(conn, [key], [])
+async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> dict | None:
+    _, rows = await runs_and_calls_named(conn, [], [key], [])
     return rows[0] if rows else None
 
 
-async def calls_named(conn: asyncpg.Connection, keys: list[str],
-                      call_ids: list[tuple[RunKey, str]]) -> list[asyncpg.Record]:
-    """The intents that hold any of these operation keys or (run, provider call id) pairs,
-    and the tombstones of expired keys among them (``expired_at`` set; ``expiry.py``), read in
-    one snapshot: an expiry commits the tombstone with the delete, so a key is always found
-    in one form or the other."""
-    return await conn.fetch(
-        f"SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id, "
-        f"provider_call_id, NULL::timestamptz AS expired_at FROM {SCHEMA}.logical_calls"
-        " WHERE operation_key = ANY($1::text[]) "
-        f"UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key, "
-        f"c.tenant_id, c.provider_call_id, NULL FROM {SCHEMA}.logical_calls c "
-        "JOIN unnest($2::text[], $3::text[], $4::text[]) AS k(tenant_id, run_id, provider_call_id)"
-        " USING (tenant_id, run_id, provider_call_id) "
-        "UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL, "
-        f"expired_at FROM {SCHEMA}.expired_keys WHERE operation_key = ANY($1::text[])",
-        keys, [run.tenant_id for run, _ in call_ids], [run.run_id for run, _ in call_ids],
-        [call_id for _, call_id in call_ids])
+NAMED = ("logical_call_id", "arguments_hash", "state", "run_id", "operation_key", "tenant_id",
+         "provider_call_id", "expired_at")
+"""The columns of an intent ``runs_and_calls_named`` finds, in their order."""
+
+
+async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], keys: list[str],
+                               call_ids: list[tuple[RunKey, str]]
+                               ) -> tuple[list[dict], list[dict]]:
+    """What a batch decides its calls against, in one round trip: ``runs`` locked as
+    ``runs_for_update`` locks them, first (the arrays are computed in the order they are
+    selected); then the intents that hold any of these operation keys or (run, provider call
+    id) pairs, and the tombstones of expired keys among them (``expired_at`` set;
+    ``expiry.py``), read in one snapshot: an expiry commits the tombstone with the delete, so a
+    key is always found in one form or the other. Each is a dict of its columns (a run's are
+    ``_RUN_COLUMNS``, as ``new_run`` makes one)."""
+    row = await conn.fetchrow(
+        f"SELECT ARRAY(SELECT ROW({', '.join(f'r.{name}' for name in _RUN_COLUMNS)})"
+        f"  FROM {_runs_locked('$1', '$2')}) AS runs,"
+        f" ARRAY(SELECT ROW({', '.join(NAMED)}) FROM ("
+        "  SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id,"
+        f"   provider_call_id, NULL::timestamptz AS expired_at FROM {SCHEMA}.logical_calls"
+        "   WHERE operation_key = ANY($3::text[])"
+        "  UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key,"
+        f"   c.tenant_id, c.provider_call_id, NULL FROM {SCHEMA}.logical_calls c"
+        "   JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, run_id, provider_call_id)"
+        "   USING (tenant_id, run_id, provider_call_id)"
+        "  UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL,"
+        f"   expired_at FROM {SCHEMA}.expired_keys WHERE operation_key = ANY($3::text[])"
+        " ) AS named) AS calls",
+        *_run_arrays(runs), keys, [run.tenant_id for run, _ in call_ids],
+        [run.run_id for run, _ in call_ids], [call_id for _, call_id in call_ids])
+    return ([dict(zip(_RUN_COLUMNS, fields, strict=True)) for fields in row["runs"]],
+            [dict(zip(NAMED, fields, strict=True)) for fields in row["calls"]])
 
 
 async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: int) -> bool:

@@ -80,14 +80,14 @@ async def test_taking_a_batch_reads_no_whole_table(pool):
         explaining = Explaining(conn)
         spent = await rates.spend_all(  # type: ignore[arg-type]
             explaining, [rates.Spending("acme", f"{prefix}agent-3", 2)], IntakeSettings())
-        await repo.runs_for_update(explaining, [existing, fresh])  # type: ignore[arg-type]
-        await repo.calls_named(  # type: ignore[arg-type]
-            explaining, [f"{prefix}key-17", f"{prefix}gone-17", intents[0].operation_key],
+        await repo.runs_and_calls_named(  # type: ignore[arg-type]
+            explaining, [existing, fresh],
+            [f"{prefix}key-17", f"{prefix}gone-17", intents[0].operation_key],
             [(existing, "call-17"), (fresh, intents[1].provider_call_id)])
         await repo.record_batch(  # type: ignore[arg-type]
             explaining, [new_run(fresh)], intents, {existing: (1, 0)}, spent.written_back(1))
         await expiry.expire_keys(explaining, {"wallet.debit": 86_400}, 100)  # type: ignore[arg-type]
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 5
+    assert len({sql for _, sql, _ in explaining.plans}) == 4
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
     assert overestimated_scans(explaining.plans, HOT_TABLES, HISTORY_RUNS * CALLS_PER_RUN // 100) == []

@@ -526,13 +526,11 @@ def test_each_service_has_its_own_database_role(overlay, objects):
         assert role["passwordSecret"]["name"] == expected
 
 
-def test_production_postgresql_runs_the_settings_the_benchmark_measured(overlay, objects):
+def test_production_postgresql_runs_the_settings_the_benchmark_measured():
     """The local cluster of the tests, the demo and the benchmark runs ``SERVER_SETTINGS``; the
     production cluster must run them too, or the benchmark measures a server nobody deploys.
-    The dev overlay shrinks the server for a laptop."""
-    if overlay != "prod":
-        pytest.skip("the dev overlay sizes PostgreSQL for a laptop")
-    parameters = of_kind(objects, "Cluster")["intentledger-pg"]["spec"]["postgresql"]["parameters"]
+    (The dev overlay sizes the server for a laptop.)"""
+    parameters = of_kind(render("prod"), "Cluster")["intentledger-pg"]["spec"]["postgresql"]["parameters"]
     assert {name: parameters.get(name) for name in SERVER_SETTINGS} == SERVER_SETTINGS
 
 

@@ -28,8 +28,8 @@ RUN_AS = "postgres"
 SERVER_SETTINGS = {"shared_buffers": "512MB", "max_wal_size": "4GB", "checkpoint_timeout": "15min"}
 """What a production server is given (``k8s/base/postgres-cluster.yaml`` sets the same), not a
 packaged server's defaults, sized for a small shared machine: 128 MB of buffers, which the
-hot indexes of a few hours' ledger outgrow (every backend then evicts and writes pages
-itself), and a checkpoint after every 1 GB of WAL, a few minutes at the benchmark's rates,
+hot indexes of a few hours' ledger outgrow (backends then evict and write pages
+themselves), and a checkpoint after every 1 GB of WAL, a few minutes at the benchmark's rates,
 each followed by a full image of every page written again. Measured against the defaults in
 bench/README.md ("PostgreSQL sized as a deployment")."""
 FALLBACK_ROOT = Path("/var/lib/postgresql/intentledger")

@@ -54,8 +54,8 @@ class Situation:
     authorized: bool = False
     """This decision has found the call's authority whole at ``now`` already and goes on to
     send it (``forward.record_intent``): the same capability, intent and run at the same
-    instant, so it is not verified a second time (a signature check is a tenth of a
-    millisecond, on the path of every proposal)."""
+    instant, so it is not verified a second time (a check is about 0.3 ms of CPU, most of it
+    the Ed25519 verification and the RFC 8785 forms, on the path of every proposal)."""
 
     @property
     def latest(self) -> Attempt | None:

@@ -121,7 +121,13 @@ async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], key
     id) pairs, and the tombstones of expired keys among them (``expired_at`` set;
     ``expiry.py``), read in one snapshot: an expiry commits the tombstone with the delete, so a
     key is always found in one form or the other. Each is a dict of its columns (a run's are
-    ``_RUN_COLUMNS``, as ``new_run`` makes one)."""
+    ``_RUN_COLUMNS``, as ``new_run`` makes one).
+
+    The snapshot is the statement's, taken before the runs' locks are waited for: a run comes
+    back as locked (its latest version), but an intent that the transaction holding the lock
+    committed meanwhile is not seen. The batch's insert then comes back short and the batch is
+    retried (``batch.RaceLost``); the rate buckets, locked a statement earlier, already
+    serialize one tenant's intake transactions, so that is the safety net it was."""
     row = await conn.fetchrow(
         f"SELECT ARRAY(SELECT ROW({', '.join(f'r.{name}' for name in _RUN_COLUMNS)})"
         f"  FROM {_runs_locked('$1', '$2')}) AS runs,"

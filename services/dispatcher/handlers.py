@@ -153,24 +153,20 @@ class DispatcherInbox:
         await self.answered_all(uow, [envelope])
 
     async def answered_all(self, uow: UnitOfWork, envelopes: list[Envelope]) -> None:
-        """A stretch of receipts, each the answer of the attempt it names, in two statements:
+        """A stretch of receipts, each the answer of the attempt it names, in one statement:
         their calls locked first (as a step locks them), then the attempts answered."""
         receipts = [parse(envelope, EffectReceipt) for envelope in envelopes]
-        conn = uow.connection
-        calls = await repo.calls_for_update(conn, [r.logical_call_id for r in receipts])
-        ours = []
+        calls, answered = await attempts.answer_receipts(uow.connection, [(
+            receipt.operation_key, attempts.Answer(
+                receipt.logical_call_id, receipt.attempt, receipt.status,
+                f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else ""),
+                receipt.model_dump(mode="json"))) for receipt in receipts])
         for receipt in receipts:
             call = calls.get(receipt.logical_call_id)
             if call is None or call.operation_key != receipt.operation_key:
                 log.info("receipt for %s attempt %d: not one of our calls",
                          receipt.operation_key, receipt.attempt)
-            else:
-                ours.append((call, receipt))
-        answered = await attempts.finish_attempts(conn, [attempts.Answer(
-            receipt.logical_call_id, receipt.attempt, receipt.status,
-            f"receipt: {receipt.status}" + (f" ({receipt.reason})" if receipt.reason else ""),
-            receipt.model_dump(mode="json")) for _, receipt in ours]) if ours else set()
-        for call, receipt in ours:
+                continue
             if (receipt.logical_call_id, receipt.attempt) not in answered:
                 log.info("receipt for %s attempt %d: already answered", receipt.operation_key,
                          receipt.attempt)

@@ -122,7 +122,7 @@ class Stepper:
                                        settings.results_family)
         self._saga = Saga(registry, policy, proposer, settings, self._events, self.tool_of)
 
-    def tool_of(self, call: Call) -> ToolSpec | None:
+    def tool_of(self, call: Call | attempts.ReceiptCall) -> ToolSpec | None:
         try:
             return self._registry.resolve(call.tool_name, call.tool_version)
         except Rejection:

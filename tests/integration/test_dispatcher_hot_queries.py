@@ -1,12 +1,12 @@
 """The dispatcher's hot path on a ledger with history: no statement a claim or a step sends reads
 a whole table, so dispatching does not slow as runs pass (every run leaves its row, its lease
 and its calls behind for good). Checked on the plans PostgreSQL chooses, generic and custom,
-for the very statements the claim, a batch's reads (the bounded tools' slots included) and its
-moves' one write send, over thousands of settled runs analysed as autovacuum would have it,
-all inside one transaction that is rolled back; and on the rows those plans expect, which must be few: a plan
-that is right at this size on a wrong estimate reads the whole table at a million proposals
-(a claim that hid its ``now`` from the planner did). The same for the backlog gauges every
-replica samples."""
+for the very statements the claim, a batch's reads (the bounded tools' slots included), its
+moves' one write and a stretch of receipts' answer send, over thousands of settled runs
+analysed as autovacuum would have it, all inside one transaction that is rolled back; and on
+the rows those plans expect, which must be few: a plan that is right at this size on a wrong
+estimate reads the whole table at a million proposals (a claim that hid its ``now`` from the
+planner did). The same for the backlog gauges every replica samples."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import uuid
 import asyncpg
 import pytest
 
-from services.dispatcher import capacity, due, leases, moves, reads, repository as repo
+from services.dispatcher import (attempts, capacity, due, leases, moves, reads,
+                                 repository as repo)
 from shared.contracts.dispatch import CallState
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
@@ -105,8 +106,11 @@ async def test_claiming_and_reading_a_batch_reads_no_whole_table(pool):
         await due.wake_due(explaining, some[:1], some[1:])  # type: ignore[arg-type]
         await capacity.admit(explaining, {"wallet.debit": 64})  # type: ignore[arg-type]
         await moves.write(explaining, await sent_batch(conn))  # type: ignore[arg-type]
+        await attempts.answer_receipts(explaining, [(  # type: ignore[arg-type]
+            f"{prefix}key-{n}", attempts.Answer(call_id, 1, "applied", "receipt", {}))
+            for n, call_id in enumerate(some)])
 
-    assert len({sql for _, sql, _ in explaining.plans}) == 7
+    assert len({sql for _, sql, _ in explaining.plans}) == 8
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
     assert overestimated_scans(explaining.plans, HOT_TABLES, FEW) == []
 

@@ -151,7 +151,7 @@ async def test_a_stretch_of_receipts_records_each_attempts_first_answer_only(sta
 
 
 async def test_a_stretch_takes_as_many_statements_for_one_record_as_for_twenty(stage, pool):
-    """Recording authorizations: one statement; answering receipts: two (their calls locked,
+    """Recording authorizations: one statement; answering receipts: one (their calls locked,
     then their attempts). The steps they make due are counted apart (``finishing.py``)."""
     made_due: list[uuid.UUID] = []
     inbox = DispatcherInbox(SimpleNamespace(tool_of=lambda call: None), None,
@@ -168,5 +168,5 @@ async def test_a_stretch_takes_as_many_statements_for_one_record_as_for_twenty(s
         return len(recording), len(answering)
 
     await statements(1)  # asyncpg asks for the array types' oids on a connection's first use
-    assert await statements(1) == await statements(20) == (1, 2)
+    assert await statements(1) == await statements(20) == (1, 1)
     assert len(made_due) == 22

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.infra
 @pytest.fixture
 async def sent(pool):
     """Three calls of one run, each with attempt 1 sent and not answered; committed, so that
-    another session can try their locks."""
+    another session can try their locks; deleted afterwards (a dispatcher of a later test
+    would find them due)."""
     await migrate_service(pool, "dispatcher")
+    run_id = f"receipts-{unique_suffix()}"
     async with pool.acquire() as conn, conn.transaction():
-        intents = await due_calls(conn, f"receipts-{unique_suffix()}", 3)
+        intents = await due_calls(conn, run_id, 3)
         now = await conn.fetchval("SELECT now()")
         sending = []
         for intent in intents:
@@ -32,7 +34,11 @@ async def sent(pool):
             call_moves.move(CallState.DISPATCHING, next_action_at=now)
             sending.append(call_moves)
         await moves.write(conn, sending)
-    return intents
+    yield intents
+    ids = [intent.logical_call_id for intent in intents]
+    await pool.execute(f"DELETE FROM {repo.SCHEMA}.attempts WHERE logical_call_id = ANY($1)", ids)
+    await pool.execute(f"DELETE FROM {repo.SCHEMA}.calls WHERE run_id = $1", run_id)
+    await pool.execute(f"DELETE FROM {repo.SCHEMA}.runs WHERE run_id = $1", run_id)
 
 
 def applied(logical_call_id: uuid.UUID, balance: int) -> attempts.Answer:

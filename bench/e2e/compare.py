@@ -30,7 +30,7 @@ from shared.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADLINES = ("sustained_proposals_per_s", "p50_ms", "p99_ms", "client_p50_ms", "client_p99_ms",
-             "proposals_per_cpu_s")
+             "proposals_per_cpu_s", "pace_ms")
 
 
 def main(argv: list[str]) -> int:

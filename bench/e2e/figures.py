@@ -66,6 +66,7 @@ def step_figures(step: Step, hops: dict[str, Any], proposals: Proposals,
         "postgres_per_settled": postgres,
         "budget": step_budget(cpu, meter.kinds, postgres, _settled_between(
             proposals, samples[0]["t"], samples[-1]["t"]) if len(samples) > 1 else 0),
+        "pace_ms": summary([s["pace_ms"] for s in samples if s.get("pace_ms") is not None]),
         "rss_max_mb": {name: _mb(max((s["rss"].get(name, 0) for s in samples), default=0))
                        for name in meter.processes},
     }

@@ -17,6 +17,7 @@ from bench.e2e.correctness import check_correctness, consumer_totals
 from bench.e2e.hops import hop_latencies
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter
+from bench.e2e.pace import Pace
 from bench.e2e.names import PRINCIPAL, RunNames
 from bench.e2e.phases import Phases
 from bench.e2e.profiles import Profiler
@@ -84,8 +85,10 @@ class Bench:
             self.statements = Statements(self.pool)
             await self.statements.start()
             self._warn(self.statements.unavailable_reason)
+            pace = Pace()
+            await pace.start()
             sampler = Sampler(self.config, self.pool, backlog, self.meter, self.proposals, load,
-                              watch, self.statements, self.timeline)
+                              watch, self.statements, pace, self.timeline)
             phases = Phases(self.config, load, quiet, self.profiler, self.transactions,
                             self.proposals, self.steps, self.timeline, self.problems,
                             self.warnings)
@@ -106,6 +109,7 @@ class Bench:
                 await load.stop()
                 await answers.stop()
                 await backlog.stop()
+                await pace.stop()
             hops = await hop_latencies(self.pool, self.names, self.proposals)
             correctness = await check_correctness(
                 self.pool, self.names, self.proposals, send_errors=load.send_errors,

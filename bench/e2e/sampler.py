@@ -1,6 +1,6 @@
 """Once a second, a sample of the whole run for the timeline: proposals published, accepted and
 settled, the backlog wherever work waits, CPU and memory per process, statements and commits
-PostgreSQL ran. It also cuts a step short
+PostgreSQL ran, the host's pace (``pace.py``). It also cuts a step short
 once its backlog explodes, and notices services that died."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from bench.e2e.backlog import Backlog, outbox_pending
 from bench.e2e.config import Config
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter
+from bench.e2e.pace import Pace
 from bench.e2e.proposals import Proposals
 from bench.e2e.statements import Statements
 from bench.e2e.watch import ServiceWatch
@@ -27,7 +28,7 @@ SAMPLE_S = 1.0
 class Sampler:
     def __init__(self, config: Config, pool: asyncpg.Pool, backlog: Backlog, meter: Meter,
                  proposals: Proposals, load: Load, watch: ServiceWatch,
-                 statements: Statements, timeline: list[dict]) -> None:
+                 statements: Statements, pace: Pace, timeline: list[dict]) -> None:
         self.config = config
         self.pool = pool
         self.backlog = backlog
@@ -36,6 +37,7 @@ class Sampler:
         self.load = load
         self.watch = watch
         self.statements = statements
+        self.pace = pace
         self.timeline = timeline
 
     async def sample(self, stopping: asyncio.Event) -> None:
@@ -60,7 +62,8 @@ class Sampler:
                 "published": len(self.proposals), "accepted": self.proposals.accepted,
                 "settled": self.proposals.settled,
                 "lag": lag, "outbox_pending": pending, "dispatcher_due": due, "backlog": backlog,
-                "pg": executed, "cpu_s": cpu_s, "rss": rss, "machine_busy_s": machine_busy_s})
+                "pg": executed, "cpu_s": cpu_s, "rss": rss, "machine_busy_s": machine_busy_s,
+                "pace_ms": self.pace.latest})
             if step is not None and step.index >= 0 and not step.stop.is_set() and \
                     backlog > max(2000, step.rate * self.config.abort_backlog_s):
                 step.stop_reason = (f"cut short: backlog {backlog} passed "

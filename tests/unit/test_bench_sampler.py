@@ -57,7 +57,8 @@ async def test_the_meter_is_read_while_the_event_loop_goes_on():
         backlog=SimpleNamespace(lag=_nothing_behind), meter=meter,
         proposals=NoProposals(),
         load=SimpleNamespace(current=None), watch=SimpleNamespace(check_running=lambda: None),
-        statements=SimpleNamespace(counters=_no_counters), timeline=timeline)
+        statements=SimpleNamespace(counters=_no_counters), pace=SimpleNamespace(latest=7.25),
+        timeline=timeline)
     sampling = asyncio.create_task(sampler.sample(asyncio.Event()))
 
     async def loop_goes_on() -> None:
@@ -69,3 +70,4 @@ async def test_the_meter_is_read_while_the_event_loop_goes_on():
     sampling.cancel()
     assert not meter.waited_in_vain
     assert timeline[0]["cpu_s"] == {"harness": 1.0} and timeline[0]["machine_busy_s"] == 1.0
+    assert timeline[0]["pace_ms"] == 7.25

@@ -184,16 +184,12 @@ async def authorize_compensation(conn: asyncpg.Connection, logical_call_id: uuid
         policy_version, json.dumps(refusal) if refusal is not None else None))
 
 
-async def calls_for_update(conn: asyncpg.Connection,
-                           logical_call_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Call]:
-    """Locked in id order, as every batch locks calls, so two of them cannot deadlock."""
-    rows = await conn.fetch(f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($1::uuid[])"
-                            " ORDER BY logical_call_id FOR UPDATE", sorted(set(logical_call_ids)))
-    return {row["logical_call_id"]: Call.of(row) for row in rows}
-
-
 async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) -> Call | None:
-    return (await calls_for_update(conn, [logical_call_id])).get(logical_call_id)
+    """One call, its row locked until the transaction ends (``None`` when there is none). A
+    batch of calls is locked in id order instead (``due.waiting_calls_for_update``)."""
+    row = await conn.fetchrow(
+        f"SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = $1 FOR UPDATE", logical_call_id)
+    return Call.of(row) if row is not None else None
 
 
 def runs_locked(tenants: str, run_ids: str) -> str:

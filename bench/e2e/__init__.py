@@ -29,7 +29,8 @@ Latency per call is measured from the proposal's publish to its ``ToolCallSettle
 per-hop latency comes from the event timestamps of the projection's history, the wallet's debit
 rows and the settled announcement. CPU seconds and peak RSS are measured per process (each
 service, Kafka's JVM, PostgreSQL's postmaster with every backend), with the harness itself and
-the machine's total reported beside them.
+the machine's total reported beside them, and the host's pace (``pace_ms``: how long a fixed
+interpreter loop took, in CPU time, while the step ran) beside every step.
 
 After the ramp the stack drains, and correctness is checked from the records that own each
 fact: every proposal was accepted once and reached exactly one terminal state (dispatcher and
@@ -52,9 +53,10 @@ loop generator), ``client_load`` (the same schedule through the thin client), ``
 (``agent.results.bench``), ``proposals`` (what is known per proposal), ``phases`` (warm-up,
 ramp, latency phase), ``steps`` (a step and its verdict), ``quiet`` (caught up, drained),
 ``sampler`` (the timeline), ``backlog`` (lag and pending outbox rows), ``meter`` (CPU and
-memory), ``statements`` (PostgreSQL's statements and commits), ``watch`` (services that died),
-``profiles`` (py-spy), ``transactions`` (each service's transactions, from PostgreSQL's
-statement log), ``hops`` (per-hop latency), ``correctness`` (the end-of-run checks),
-``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures of
-``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
+memory), ``pace`` (the host's pace), ``statements`` (PostgreSQL's statements and commits),
+``watch`` (services that died), ``profiles`` (py-spy), ``transactions`` (each service's
+transactions, from PostgreSQL's statement log), ``hops`` (per-hop latency), ``correctness``
+(the end-of-run checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and
+``result`` (the figures of ``e2e.json``), ``report`` (the files and the printed summary),
+``plots``.
 """

@@ -121,7 +121,8 @@ def process_figures(meter: Meter, timeline: list[dict[str, Any]], cpu_end: dict[
             "cpu_s": round(cpu_end.get(name, 0.0) - first.get(name, 0.0), 2),
             "peak_rss_mb": _mb(peaks.get(name) or sampled_peak.get(name)),
             "peak_rss_source": "VmHWM (kernel high-water mark)" if peaks.get(name) else
-            ("largest 5 s sample of the PSS sum" if meter.kinds.get(name) == "postgres"
+            ("largest 1 s sample of private memory plus the largest shared set"
+             if meter.kinds.get(name) == "postgres"
              else "largest 1 s sample of the RSS"),
         }
     return processes

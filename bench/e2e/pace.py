@@ -2,12 +2,13 @@
 a second, so a figure per proposal can be read against how fast this machine ran meanwhile.
 
 Why: the machine is a guest on a shared host, and the same Python costs it different CPU time
-from one second to the next. Timed this way on 2026-12-06, the loop below took 6.4 to 12.2 ms
-with nothing else changing: about 11.5 ms on the idle guest (the core comes back cold after
-each halt), 7–8.5 ms with the stack at 10 proposals/s, about 7 ms at saturation. A hashing
-loop in C moved by 1.15× at most, so it is not the clock rate but the state of the core that
-interpreted code depends on. Every service here is interpreted code woken by each record, so a
-step's CPU per proposal moves with it, and two runs of one A/B may run at different paces.
+from one second to the next. Timed this way on 2026-12-06, twice the loop below took 6.4 to
+12.2 ms: on the idle guest 6.9 ms in some seconds and 11–12 ms in most, 7–8.5 ms with the
+stack at 10 proposals/s, about 7 ms at saturation. Hashing a megabyte in C moved by 1.15× at most,
+which points at the state of the core that interpreted code leans on (caches and branch
+predictors, used by other guests while this one halted) rather than at its clock rate. Every
+service here is interpreted code woken by each record, so a step's CPU per proposal moves with
+the pace, and two runs of one A/B may run at different paces.
 
 The work runs in a child process, not in the harness: a thread would hold the harness's GIL
 for milliseconds, the very pauses its event loop must not take (``sampler.py``). The child's

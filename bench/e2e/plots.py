@@ -184,7 +184,7 @@ def _cpu(result: dict[str, Any], bench: Bench, path: Path) -> None:
     memory.axvline(150, color="black", ls="dotted", lw=1)
     for index, value in enumerate(peaks):
         memory.annotate(f"{value:,.0f}", (value, index), va="center", fontsize=8)
-    memory.set_xlabel("peak memory (MB): RSS high-water mark; PostgreSQL: PSS sum")
+    memory.set_xlabel("peak memory (MB): RSS high-water mark; PostgreSQL: private + largest shared")
     memory.set_title("Memory (dotted: the 150 MB target per Python service)")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

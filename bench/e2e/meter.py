@@ -111,9 +111,10 @@ def resident_tree(processes: list[psutil.Process]) -> int:
     as the largest set (read beside the PSS sum on live stacks: 0.88–1.28× it).
 
     Read from ``statm``, a few microseconds a process. The PSS it replaces counted shared pages
-    exactly, but made the kernel walk every backend's page tables: once the buffers were warm,
-    0.2–0.4 s of one core every fifth second, on the two cores whose stack the harness was
-    measuring (bench/README.md, "The harness's PostgreSQL memory reading")."""
+    exactly, but made the kernel walk every backend's page tables: on a warm 40 GB ledger about
+    a third of a second of one core every fifth second, on the two cores whose stack the
+    harness was measuring (bench/README.md, "The host's pace, and the harness's reading of
+    PostgreSQL's memory")."""
     private, shared = 0, 0
     for process in processes:
         try:

@@ -38,7 +38,8 @@ def timed_work() -> float:
 
 
 class Pace:
-    """The child process and its latest reading (``None`` until the first arrives)."""
+    """The child process and its latest reading (``None`` until the first arrives, and once
+    the child has ended)."""
 
     def __init__(self, every_s: float = 1.0) -> None:
         self.every_s = every_s
@@ -56,6 +57,7 @@ class Pace:
         assert self._child is not None and self._child.stdout is not None
         async for line in self._child.stdout:
             self.latest = float(line)
+        self.latest = None  # the child ended: no reading is current any more
 
     async def stop(self) -> None:
         if self._child is None:

@@ -29,3 +29,4 @@ async def test_readings_arrive_and_the_child_ends_on_stop():
         await pace.stop()
     assert all(reading > 0 for reading in readings)
     assert pace._child is not None and pace._child.returncode is not None
+    assert pace.latest is None  # a stopped child's last reading is not passed off as current

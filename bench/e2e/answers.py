@@ -1,7 +1,8 @@
-"""The agent's side: reads the bench tenant's ``agent.results.bench`` from its end as the run
-starts and matches every answer to this run's proposals (accepted, refused, settled),
-timestamped on arrival. It reads every partition (the bench's runs are many); an agent of the
-SDK reads only its run's."""
+"""The agents' side: reads each of the run's tenants' ``agent.results.<tenant>`` from its end as
+the run starts and matches every answer to this run's proposals (accepted, refused, settled),
+timestamped on arrival; an answer on another tenant's topic than its proposal's is counted as
+``wrong_tenant`` (a failure). It reads every partition (the bench's runs are many); an agent of
+the SDK reads only its run's."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import asyncio
 import json
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer
 
 from bench.e2e.backlog import Backlog
-from bench.e2e.names import TENANT, RunNames, proposal_index
+from bench.e2e.names import RunNames, proposal_index
 from bench.e2e.proposals import Proposals
 from shared.contracts.intake import DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED
 from shared.contracts.results import TOOL_CALL_SETTLED
@@ -22,35 +24,44 @@ from shared.messaging.admin import ensure_results_topics
 from shared.messaging.kafka_security import client_options
 from shared.topology import results_topic
 
-RESULTS = results_topic(TENANT)
 PARTITIONS_PATIENCE_S = 10
 """How long a results topic just created may take to show its partitions (once seen: none)."""
 
 
 class Answers:
-    def __init__(self, names: RunNames, proposals: Proposals, bootstrap: str) -> None:
+    def __init__(self, names: RunNames, proposals: Proposals, bootstrap: str,
+                 tenant_of: Callable[[int], str]) -> None:
         self.names = names
         self.proposals = proposals
         self.bootstrap = bootstrap
+        self.tenant_of = tenant_of
+        """The tenant of proposal ``i`` (``Load.tenant_of``)."""
+        self.topics = [results_topic(tenant) for tenant in names.tenants]
 
     async def start(self, backlog: Backlog) -> None:
         self.results = AIOKafkaConsumer(**client_options(self.bootstrap),
                                         group_id=None, enable_auto_commit=False,
                                         max_poll_records=5000)
         await self.results.start()
-        await ensure_results_topics(self.bootstrap, [RESULTS])  # as `intentledger tenants add`
-        partitions = await backlog.partitions(RESULTS)
-        for _ in range(PARTITIONS_PATIENCE_S * 10):  # a topic just created: metadata lags
-            if partitions:
-                break
-            await asyncio.sleep(0.1)
-            partitions = await backlog.partitions(RESULTS)
-        if not partitions:
-            raise RuntimeError(f"{RESULTS} has no partitions")
+        await ensure_results_topics(self.bootstrap, self.topics)  # as `intentledger tenants add`
+        partitions = [partition for topic in self.topics
+                      for partition in await self._partitions(backlog, topic)]
         self.results.assign(partitions)
         await self.results.seek_to_end(*partitions)
         for partition in partitions:  # resolve the end now: no answer can slip past
             await self.results.position(partition)
+
+    @staticmethod
+    async def _partitions(backlog: Backlog, topic: str) -> list:
+        partitions = await backlog.partitions(topic)
+        for _ in range(PARTITIONS_PATIENCE_S * 10):  # a topic just created: metadata lags
+            if partitions:
+                return partitions
+            await asyncio.sleep(0.1)
+            partitions = await backlog.partitions(topic)
+        if not partitions:
+            raise RuntimeError(f"{topic} has no partitions")
+        return partitions
 
     async def stop(self) -> None:
         await self.results.stop()
@@ -75,6 +86,9 @@ class Answers:
         i = proposal_index(str(payload.get("call_id") or ""))
         if i is None or i >= len(proposals):
             proposals.answers["unmatched"] += 1
+            return
+        if record.topic != results_topic(self.tenant_of(i)):
+            proposals.answers["wrong_tenant"] += 1
             return
         if kind == PROPOSAL_ACCEPTED:
             proposals.answers["accepted"] += 1

@@ -58,6 +58,9 @@ class Config:
     (``history``)."""
     transactions_rate: int | None = None
     """The ramp's step during which PostgreSQL logs every statement (``transactions``)."""
+    tenants: int = 1
+    """How many tenants offer the load at once (``tenancy``), each with its own principal,
+    wallets, results topic and policy rules."""
     client_rate: int = CLIENT_RATE
     """The client phase's rate (0: none): proposals through ``intentledger_client.Client``,
     for ``latency_s``."""
@@ -88,7 +91,11 @@ def parse_config(argv: list[str] | None = None) -> Config:
     parser.add_argument("--warmup-seconds", type=float, default=3.0)
     parser.add_argument("--calls-per-run", type=int, default=10)
     parser.add_argument("--active-runs", type=int, default=256)
-    parser.add_argument("--wallets", type=int, default=1000)
+    parser.add_argument("--wallets", type=int, default=1000,
+                        help="wallets in all, shared out among the tenants")
+    parser.add_argument("--tenants", type=int, default=1,
+                        help="tenants offering the load at once, each with its own principal, "
+                             "wallets, results topic and policy rules")
     parser.add_argument("--formats", default="generic,openai.chat",
                         help="proposal formats, taken in turn (generic, openai.chat, "
                              "openai.responses, anthropic)")
@@ -129,7 +136,7 @@ def parse_config(argv: list[str] | None = None) -> Config:
         profile_s=args.profile_seconds, transactions_rate=args.transactions_rate,
         baselines=args.baselines if args.baselines is not None else not args.quick,
         quick=args.quick, unsigned=args.unsigned, latency_rate=args.latency_rate,
-        client_rate=args.client_rate, preload=args.preload,
+        client_rate=args.client_rate, preload=args.preload, tenants=args.tenants,
         latency_s=args.latency_seconds or step_s)
 
 

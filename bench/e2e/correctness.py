@@ -18,7 +18,6 @@ from bench.e2e.pipeline import EXPECTED_DEBITS, OUTBOX_SCHEMAS, TERMINAL
 from bench.e2e.proposals import Proposals
 from bench.e2e.startup import OPENING_BALANCE_MINOR
 from intentledger.chaos.stack import Stack
-from bench.e2e.answers import RESULTS
 
 
 @dataclass
@@ -177,10 +176,14 @@ def _failures(ledger: Ledger, proposals: Proposals, send_errors: list[str],
     if intake["keys"] != intake["calls"]:
         failures.append(f"{intake['calls']} intents but {intake['keys']} operation keys")
     if unanswered:
-        failures.append(f"{unanswered} proposals without ProposalAccepted on {RESULTS}")
+        failures.append(f"{unanswered} proposals without ProposalAccepted on their tenant's "
+                        "results topic")
     if answers["rejected"] or answers["duplicate"]:
         failures.append(f"{answers['rejected']} rejected and {answers['duplicate']} "
                         "duplicate answers to proposals that were all new and valid")
+    if answers["wrong_tenant"]:
+        failures.append(f"{answers['wrong_tenant']} answers on another tenant's results topic "
+                        "than their proposal's")
     if ledger.not_at_dispatcher:
         failures.append(f"{ledger.not_at_dispatcher} accepted calls never reached the dispatcher")
     if unsettled:

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.e2e import startup
+from bench.e2e import startup, tenancy
 from bench.e2e.answers import Answers
 from bench.e2e.backlog import Backlog
 from bench.e2e.baselines import SKIPPED, run_baselines
@@ -18,8 +18,9 @@ from bench.e2e.hops import hop_latencies
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter
 from bench.e2e.pace import Pace
-from bench.e2e.names import PRINCIPAL, RunNames
+from bench.e2e.names import RunNames
 from bench.e2e.phases import Phases
+from bench.e2e.pipeline import POLICY_FILE
 from bench.e2e.profiles import Profiler
 from bench.e2e.proposals import Proposals
 from bench.e2e.quiet import Quiet
@@ -41,7 +42,7 @@ class Bench:
         self.config = config
         self.settings = settings
         self.endpoints = endpoints
-        self.names = RunNames(config.wallets)
+        self.names = RunNames(config.wallets, tenancy.tenants(config.tenants))
         self.meter = Meter()
         self.proposals = Proposals()
         self.steps: list[Step] = []
@@ -68,19 +69,25 @@ class Bench:
             durability = await startup.durability(self.pool)
             await startup.seed_wallets(self.pool, self.names.wallet_ids)
             self._warn(await startup.leftovers(self.pool))
-            signers = startup.identities(self.settings)
-            await startup.start_services(self.stack, self.config, signers)
+            tenants = self.names.tenants
+            signers = startup.identities(self.settings, tenants)
+            policy = tenancy.write_policy(POLICY_FILE, tenants,
+                                         self.settings.home / "bench" / "policy.yaml")
+            await startup.start_services(self.stack, self.config, signers, tenants, policy)
             self.meter.add_stack(self.stack, self.settings)
             backlog = Backlog(self.endpoints.kafka_bootstrap)
             await backlog.start()
             quiet = Quiet(self.pool, backlog, self.names, self.proposals, self.config.drain_s)
             self._warn(await quiet.caught_up())
+            keys = None if self.config.unsigned else {
+                tenant: signers.signing_key(tenancy.principal_of(tenant)) for tenant in tenants}
             load = Load(self.config, self.names, self.proposals, self.endpoints.kafka_bootstrap,
-                        None if self.config.unsigned else signers.signing_key(PRINCIPAL))
+                        keys)
             await load.start()
-            client = ClientLoad(load, self.endpoints.kafka_bootstrap, load.signing_key)
+            client = ClientLoad(load, self.endpoints.kafka_bootstrap, keys)
             await client.start()
-            answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap)
+            answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap,
+                              load.tenant_of)
             await answers.start(backlog)
             self.statements = Statements(self.pool)
             await self.statements.start()

@@ -1,5 +1,5 @@
 """The open-loop load: raw proposals in the agents' formats, published to ``agent.proposals`` on
-a fixed schedule, never waiting for answers."""
+a fixed schedule, never waiting for answers, each signed by its tenant's principal."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from bench.e2e.config import Config
-from bench.e2e.names import PRINCIPAL, TENANT, RunNames
+from bench.e2e.names import RunNames
 from bench.e2e.proposals import Proposals
 from bench.e2e.steps import Step
+from bench.e2e.tenancy import principal_of
 from shared.identity.signatures import HEADER, SigningKey, sign
 from shared.messaging.kafka_security import client_options
 from shared.topology import AGENT_PROPOSALS
@@ -25,9 +26,10 @@ TICK_S = 0.005
 
 class Load:
     def __init__(self, config: Config, names: RunNames, proposals: Proposals,
-                 bootstrap: str, signing_key: SigningKey | None) -> None:
+                 bootstrap: str, signing_keys: dict[str, SigningKey] | None) -> None:
         self.config = config
-        self.signing_key = signing_key
+        self.signing_keys = signing_keys
+        """Each tenant's principal's key; None: proposals unsigned (``--unsigned``)."""
         self.names = names
         self.proposals = proposals
         self.bootstrap = bootstrap
@@ -69,10 +71,13 @@ class Load:
         self.current = None
 
     async def _publish(self, step: Step) -> None:
-        key, value = self._proposal(len(self.proposals))
+        i = len(self.proposals)
+        key, value = self._proposal(i)
         self.proposals.published(step.index)
-        headers = [] if self.signing_key is None else [(HEADER, sign(
-            value, self.signing_key, principal_id=PRINCIPAL, tenant_id=TENANT).encode())]
+        tenant = self.tenant_of(i)
+        headers = [] if self.signing_keys is None else [(HEADER, sign(
+            value, self.signing_keys[tenant], principal_id=principal_of(tenant),
+            tenant_id=tenant).encode())]
         sent = await self.producer.send(AGENT_PROPOSALS, value, key=key, headers=headers or None)
         sent.add_done_callback(self._sent)
 
@@ -88,10 +93,16 @@ class Load:
         generation, slot = divmod(i, runs)
         return f"{self.names.prefix}-g{generation // self.config.calls_per_run}-r{slot}"
 
+    def tenant_of(self, i: int) -> str:
+        """The tenant of proposal ``i``'s run: the run slots are dealt out among the tenants."""
+        tenants = self.names.tenants
+        return tenants[i % self.config.active_runs % len(tenants)]
+
     def arguments(self, i: int) -> dict[str, str]:
-        """Proposal ``i``'s debit: 1 EUR from the wallets taken in turn."""
-        wallet_ids = self.names.wallet_ids
-        return {"wallet_id": wallet_ids[i % len(wallet_ids)], "amount": AMOUNT,
+        """Proposal ``i``'s debit: 1 EUR from its tenant's wallets taken in turn."""
+        wallet_ids = self.names.wallets[self.tenant_of(i)]
+        turn = i // len(self.names.tenants)
+        return {"wallet_id": wallet_ids[turn % len(wallet_ids)], "amount": AMOUNT,
                 "currency": "EUR"}
 
     def _proposal(self, i: int) -> tuple[bytes, bytes]:
@@ -102,7 +113,9 @@ class Load:
         key = self.names.operation_key(i)
         arguments = self.arguments(i)
         fmt = self.config.formats[i % len(self.config.formats)]
-        message: dict[str, Any] = {"run_id": run_id, "principal_id": PRINCIPAL, "tenant_id": TENANT}
+        tenant = self.tenant_of(i)
+        message: dict[str, Any] = {"run_id": run_id, "principal_id": principal_of(tenant),
+                                   "tenant_id": tenant}
         if fmt == "generic":
             message |= {"format": "generic", "tool": "wallet.debit", "call_id": call_id,
                         "arguments": arguments, "operation_key": key}

@@ -46,42 +46,36 @@ class Meter:
         self.add("harness", os.getpid(), "python")
 
     def cpu(self) -> dict[str, float]:
-        """Seconds of CPU (user + system) each process has used since it started; PostgreSQL's
-        includes every backend, live (their own times) or ended (reaped into the postmaster's
-        children times)."""
-        used: dict[str, float] = {}
-        for name, process in self.processes.items():
-            try:
-                times = process.cpu_times()
-                total = times.user + times.system
-                if self.kinds[name] == "postgres":
-                    total += times.children_user + times.children_system
-                    for child in process.children():
-                        try:
-                            child_times = child.cpu_times()
-                            total += child_times.user + child_times.system
-                        except psutil.Error:
-                            pass
-                used[name] = total
-            except psutil.Error:
-                continue
-        return used
+        """Seconds of CPU each process has used since it started (``reading``)."""
+        return self.reading()[0]
 
-    def memory(self) -> dict[str, int]:
-        """Resident bytes now; PostgreSQL's over the postmaster and its backends
-        (``resident_tree``)."""
+    def reading(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Each process's CPU seconds (user + system) since it started and its resident bytes
+        now. PostgreSQL's span the postmaster and its backends, listed once for both figures
+        (a /proc walk of some milliseconds with dozens of backends): its CPU counts every
+        backend, live (their own times) or ended (reaped into the postmaster's children
+        times); its memory is ``resident_tree``'s."""
+        used: dict[str, float] = {}
         resident: dict[str, int] = {}
         for name, process in self.processes.items():
             try:
-                resident[name] = resident_tree([process, *process.children()]) \
-                    if self.kinds[name] == "postgres" else process.memory_info().rss
+                if self.kinds[name] != "postgres":
+                    times = process.cpu_times()
+                    used[name] = times.user + times.system
+                    resident[name] = process.memory_info().rss
+                    continue
+                backends = process.children()
+                times = process.cpu_times()
+                used[name] = times.user + times.system + times.children_user \
+                    + times.children_system + sum(map(_cpu_seconds, backends))
+                resident[name] = resident_tree([process, *backends])
             except psutil.Error:
                 continue
-        return resident
+        return used, resident
 
     def peak_rss(self) -> dict[str, int | None]:
         """The kernel's high-water mark (VmHWM) of each single process; None for PostgreSQL,
-        whose many processes share memory (its peak is the largest sampled PSS sum)."""
+        whose many processes share memory (its peak is the largest sampled ``resident_tree``)."""
         peaks: dict[str, int | None] = {}
         for name, process in self.processes.items():
             if self.kinds[name] == "postgres":
@@ -124,6 +118,16 @@ def resident_tree(processes: list[psutil.Process]) -> int:
         private += memory.rss - memory.shared
         shared = max(shared, memory.shared)
     return private + shared
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    """A process's CPU seconds; 0 for one that ended meanwhile (the postmaster's children
+    times count it once it is reaped)."""
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system
 
 
 def _infrastructure_pids(settings: Settings) -> dict[str, tuple[int | None, str | None]]:

@@ -1,6 +1,6 @@
 """How one run names what it creates (runs, call ids, operation keys, wallets) under a prefix of
 its own, so that every query of the shared ledger finds exactly this run's records and an answer
-on ``agent.results.bench`` leads back to the proposal it answers."""
+on its tenants' ``agent.results.<tenant>`` leads back to the proposal it answers."""
 
 from __future__ import annotations
 
@@ -15,10 +15,20 @@ PRINCIPAL = "agent-7"
 
 
 class RunNames:
-    def __init__(self, wallets: int) -> None:
+    def __init__(self, wallets: int, tenants: list[str] | None = None) -> None:
         self.nonce = f"{time.strftime('%m%d%H%M')}{secrets.token_hex(2)}"
         self.prefix = f"bench-{self.nonce}"
-        self.wallet_ids = [f"tenant/{TENANT}/{self.prefix}-w{j}" for j in range(wallets)]
+        self.tenants = tenants or [TENANT]
+        """The run's tenants (``bench/e2e/tenancy.py``); its runs are dealt out among them."""
+        share = max(1, wallets // len(self.tenants))
+        self.wallets = {tenant: [f"tenant/{tenant}/{self.prefix}-w{j}" for j in range(share)]
+                        for tenant in self.tenants}
+        """Each tenant's wallets (``wallets`` shared out): only its own principal may debit them."""
+
+    @property
+    def wallet_ids(self) -> list[str]:
+        """Every tenant's wallets."""
+        return [wallet for wallets in self.wallets.values() for wallet in wallets]
 
     @property
     def runs_like(self) -> str:
@@ -29,7 +39,7 @@ class RunNames:
     def wallets_like(self) -> str:
         """A LIKE pattern for this run's wallet ids."""
         escaped = self.prefix.replace("_", r"\_")
-        return f"tenant/{TENANT}/{escaped}-%"
+        return f"tenant/%/{escaped}-%"
 
     def call_id(self, i: int) -> str:
         return f"call_{self.nonce}_{i}"

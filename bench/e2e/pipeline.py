@@ -28,28 +28,30 @@ TERMINAL = frozenset(EXPECTED_DEBITS)
 
 
 def service_env(service: str, overrides: dict[str, dict[str, str]],
-                identities: LocalIdentities | None = None) -> dict[str, str]:
-    """The environment of one service's processes: the benchmark's policy, tool registry and
-    identities (who signs its proposals, and the dispatcher's key for compensations), then the
-    ``--env`` settings given for that service."""
+                identities: LocalIdentities | None = None,
+                policy: Path = POLICY_FILE) -> dict[str, str]:
+    """The environment of one service's processes: the benchmark's policy (``policy``: the
+    one written for the run's tenants), tool registry and identities (who signs its
+    proposals, and the dispatcher's key for compensations), then the ``--env`` settings given
+    for that service."""
     env: dict[str, str] = {}
     principals = ({"PRINCIPALS_FILE": str(identities.principals_file)} if identities else {})
     if service == "proposal-intake":
         env |= {"INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
                 **{f"INTENTLEDGER_INTAKE_{name}": value for name, value in principals.items()},
                 # budgets are not what this measures: no run runs out of calls or attempts,
-                # and the one principal that offers the whole load is never refused its rate
+                # and no tenant or principal that offers the load is ever refused its rate
                 # (whose buckets are still spent: their statements are part of the cost)
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_CALLS": "100000",
                 "INTENTLEDGER_INTAKE_DEFAULT_MAX_ATTEMPTS": "1000000",
                 **{f"INTENTLEDGER_INTAKE_{who}_CALLS_{what}": "1000000000"
                    for who in ("TENANT", "PRINCIPAL") for what in ("PER_SECOND", "BURST")}}
     if service == "policy":
-        env |= {"INTENTLEDGER_POLICY_POLICY_FILE": str(POLICY_FILE),
+        env |= {"INTENTLEDGER_POLICY_POLICY_FILE": str(policy),
                 "INTENTLEDGER_INTAKE_TOOLS_FILE": str(TOOLS_FILE),
                 **{f"INTENTLEDGER_POLICY_{name}": value for name, value in principals.items()}}
     if service == "dispatcher":
-        env |= {"INTENTLEDGER_DISPATCHER_POLICY_FILE": str(POLICY_FILE),
+        env |= {"INTENTLEDGER_DISPATCHER_POLICY_FILE": str(policy),
                 "INTENTLEDGER_DISPATCHER_TOOLS_FILE": str(TOOLS_FILE),
                 **{f"INTENTLEDGER_DISPATCHER_{name}": value for name, value in principals.items()},
                 **(identities.dispatcher_env() if identities else {})}

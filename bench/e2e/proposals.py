@@ -29,7 +29,8 @@ class Proposals:
         self.settled_count: list[int] = []
         self.settled_statuses: dict[int, set[str]] = defaultdict(set)
         self.answers: Counter[str] = Counter()
-        """Every answer on ``agent.results.bench`` by kind (and rejection reason)."""
+        """Every answer on the tenants' results topics by kind (and rejection reason; an answer on
+        another tenant's topic than its proposal's: ``wrong_tenant``)."""
         self.accepted = 0
         self.settled = 0
 

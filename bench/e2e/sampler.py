@@ -76,4 +76,4 @@ class Sampler:
         (about 10–15 ms a second on two cores with PostgreSQL's backends). On the loop they held
         back every answer that arrived meanwhile, and the publishes due, which the latencies
         measured then counted."""
-        return self.meter.cpu(), self.meter.memory(), self.meter.machine_busy()
+        return *self.meter.reading(), self.meter.machine_busy()

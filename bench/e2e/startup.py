@@ -5,13 +5,15 @@ earlier run noted."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from bench.e2e.config import Config
-from bench.e2e.names import PRINCIPAL, TENANT
 from bench.e2e.pipeline import MOVING, SERVICES, service_env
+from bench.e2e.tenancy import principal_of
 from intentledger.chaos.stack import Stack
 from downstreams.wallet.repository import open_wallet
 from shared.config import Settings
@@ -54,20 +56,22 @@ async def leftovers(pool: asyncpg.Pool) -> str | None:
     return None
 
 
-def identities(settings: Settings) -> LocalIdentities:
-    """The benchmark's principal, signing every proposal as a deployed agent does (signing and
-    verifying are part of what is measured), and the dispatcher's, which seals compensations."""
+def identities(settings: Settings, tenants: list[str]) -> LocalIdentities:
+    """Each tenant's principal, signing every proposal of its tenant as a deployed agent does
+    (signing and verifying are part of what is measured), and the dispatcher's, which seals
+    compensations."""
     local = LocalIdentities(settings.home / "identity" / "bench")
-    local.ensure([Identity(PRINCIPAL, (TENANT,)), DISPATCHER])
+    local.ensure([*(Identity(principal_of(t), (t,)) for t in tenants), DISPATCHER])
     return local
 
 
-async def start_services(stack: Stack, config: Config, identities: LocalIdentities) -> None:
+async def start_services(stack: Stack, config: Config, identities: LocalIdentities,
+                         tenants: list[str], policy: Path) -> None:
     """Every service, then the extra replicas ``--replicas`` asks for."""
     def env(service: str) -> dict[str, str]:
-        unsigned = {"INTENTLEDGER_INTAKE_UNSIGNED_TENANTS": f'["{TENANT}"]'} \
+        unsigned = {"INTENTLEDGER_INTAKE_UNSIGNED_TENANTS": json.dumps(tenants)} \
             if config.unsigned and service == "proposal-intake" else {}
-        return service_env(service, config.env, identities) | unsigned
+        return service_env(service, config.env, identities, policy) | unsigned
 
     # The relay first: the others' start-up (topics, migrations) needs nothing from it, but
     # starting six Python processes at once on two cores only makes each slower.

@@ -17,12 +17,9 @@ class LoopBoundMeter:
         self.loop_ran = threading.Event()
         self.waited_in_vain = False
 
-    def cpu(self) -> dict[str, float]:
+    def reading(self) -> tuple[dict[str, float], dict[str, int]]:
         self.waited_in_vain = not self.loop_ran.wait(timeout=2.0)
-        return {"harness": 1.0}
-
-    def memory(self) -> dict[str, int]:
-        return {"harness": 1}
+        return {"harness": 1.0}, {"harness": 1}
 
     def machine_busy(self) -> float:
         return 1.0

@@ -67,6 +67,7 @@ class Scheduler:
         while not stopping.is_set():
             await wakeup.wait(self._settings.scan_interval_s)
             turns.give()
+        turns.close()
 
     async def _loop(self, turns: _Turns, stopping: asyncio.Event) -> None:
         failures = 0
@@ -164,6 +165,14 @@ class _Turns:
 
     def __init__(self) -> None:
         self._pending: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
+        self._closed = False
+
+    def close(self) -> None:
+        """The dispatcher is stopping: every idle loop returns now, each passing the wake-up
+        on to the next, instead of after its idle wait (``scan_interval_s`` × ``concurrency``,
+        4 s by default), which a stopping process would otherwise spend doing nothing."""
+        self._closed = True
+        self.give()
 
     def give(self) -> None:
         try:
@@ -175,4 +184,6 @@ class _Turns:
         try:
             await asyncio.wait_for(self._pending.get(), timeout)
         except TimeoutError:
-            pass
+            return
+        if self._closed:
+            self.give()

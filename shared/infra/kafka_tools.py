@@ -6,7 +6,8 @@ admin client has no ACL or SCRAM API). ACLs are reconciled, as Strimzi's User Op
 the broker's ACLs are listed, those no longer wanted are removed and the missing ones added,
 so ``up`` is idempotent and a home made by an older topology catches up. One JVM starts per
 (pattern, resource kind, operations, names) group, the product of its principals, operations
-and resources being what AclCommand adds in one call.
+and resources being what AclCommand adds in one call; each maps the class archive its tool's
+first run wrote (``class_archive``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from shared.infra import class_archive
 from shared.infra.errors import InfraError
 from shared.infra.kafka_credentials import MECHANISM, admin_properties
 from shared.kafka_users import Acl, Quota
 
-TOOL_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx256m"]
+TOOL_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m"]
 PARALLEL = 3
 """Tool JVMs at a time: each spends most of its second starting up, mostly on one core."""
 Binding = tuple[str, str, str, str, str]
@@ -37,11 +39,17 @@ class Tools:
         self._log4j = log4j
 
     def run(self, main_class: str, *args: str) -> str:
-        result = subprocess.run(
-            [self._java, *TOOL_FLAGS, f"-Dlog4j2.configurationFile={self._log4j}", "-cp",
-             f"{self._libs}/*", main_class, "--bootstrap-server", self._bootstrap,
-             "--command-config", str(admin_properties(self._home)), *args],
-            capture_output=True, text=True, timeout=180)
+        sharing, finish = class_archive.sharing(self._libs.parent / "class-archives", self._java,
+                                                main_class)
+        result = None
+        try:
+            result = subprocess.run(
+                [self._java, *TOOL_FLAGS, *sharing, f"-Dlog4j2.configurationFile={self._log4j}",
+                 "-cp", f"{self._libs}/*", main_class, "--bootstrap-server", self._bootstrap,
+                 "--command-config", str(admin_properties(self._home)), *args],
+                capture_output=True, text=True, timeout=180)
+        finally:
+            finish(result is not None and result.returncode == 0)
         if result.returncode != 0 or "Error while executing" in result.stdout:
             raise InfraError(f"{main_class.rsplit('.', 1)[-1]} {' '.join(args[:3])}… failed: "
                              f"{(result.stdout + result.stderr).strip()[-1500:]}")

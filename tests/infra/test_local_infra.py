@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from shared.config import Endpoints, Settings
+from shared.infra import class_archive, kafka_local
 from shared.infra import down, pause_kafka, resume_kafka, start_kafka, status, stop_kafka, up
 from shared.infra.ports import free_port
 from shared.infra.processes import is_alive
@@ -152,3 +154,29 @@ async def _consume_all(bootstrap: str, topic: str) -> list[bytes]:
         return [record.value for records in batches.values() for record in records]
     finally:
         await consumer.stop()
+
+
+def test_a_kafka_tool_maps_the_class_archive_its_first_run_wrote(settings: Settings, tmp_path) -> None:
+    """``class_archive``'s flags on the broker's own JVM and jars: the run that writes the
+    archive prints the tool's output alone (the JVM warns of every class it cannot archive, on
+    stdout unless told otherwise), a later run maps it (``-Xshare:on`` refuses to start
+    otherwise), and an archive of another class path is ignored without a word on stdout."""
+    java, libs, tool = kafka_local.java(), kafka_local.ensure_jars(settings), "kafka.admin.ConfigCommand"
+
+    def version(*flags: str, classpath: str = f"{libs}/*") -> subprocess.CompletedProcess:
+        return subprocess.run([java, *flags, "-cp", classpath, tool, "--version"],
+                              capture_output=True, text=True, timeout=120)
+
+    flags, finish = class_archive.sharing(tmp_path, java, tool)
+    first = version(*flags)
+    finish(first.returncode == 0)
+    assert (first.returncode, first.stdout) == (0, f"{settings.kafka_version}\n"), first.stderr
+
+    later, _ = class_archive.sharing(tmp_path, java, tool)
+    assert any(flag.startswith("-XX:SharedArchiveFile=") for flag in later)
+    mapped = version(*later, "-Xshare:on")
+    assert (mapped.returncode, mapped.stdout) == (0, f"{settings.kafka_version}\n"), mapped.stderr
+
+    elsewhere = version(*later, classpath=f"{tmp_path}:{libs}/*")
+    assert (elsewhere.returncode, elsewhere.stdout) == (0, f"{settings.kafka_version}\n")
+    assert version(*later, "-Xshare:on", classpath=f"{tmp_path}:{libs}/*").returncode != 0

@@ -27,12 +27,13 @@ archive is warned about there too. Its errors still reach stderr."""
 def sharing(folder: Path, java: str, main_class: str) -> tuple[list[str], Callable[[bool], None]]:
     """The JVM flags for one run of ``main_class``, and what to call with whether the run
     succeeded (it keeps an archive the run wrote, or drops it)."""
-    archive = folder / f"{main_class}-{_jvm(java)}.jsa"
-    if archive.is_file():
-        return [*QUIET, f"-XX:SharedArchiveFile={archive}"], lambda _succeeded: None
     try:
+        archive = folder / f"{main_class}-{_jvm(java)}.jsa"
+        if archive.is_file():
+            return [*QUIET, f"-XX:SharedArchiveFile={archive}"], lambda _succeeded: None
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a cache this user cannot write to: the tools run as they would without
+    except OSError:
+        # a cache this user cannot write to, or no JVM at ``java``: the tool runs without one
         return QUIET, lambda _succeeded: None
     written = folder / f"{archive.name}.{uuid.uuid4().hex}.tmp"
 

@@ -89,3 +89,10 @@ def test_a_cache_that_cannot_be_written_runs_the_tool_without_an_archive(tmp_pat
     flags, finish = sharing(occupied / "archives", _java(tmp_path), TOOL)
     assert flags == QUIET
     finish(True)
+
+
+def test_a_jvm_that_cannot_be_looked_at_runs_the_tool_without_an_archive(tmp_path):
+    flags, finish = sharing(tmp_path / "archives", str(tmp_path / "no-such-jdk" / "java"), TOOL)
+    assert flags == QUIET
+    finish(True)
+    assert not (tmp_path / "archives").exists()

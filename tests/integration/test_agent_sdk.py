@@ -72,6 +72,25 @@ async def test_an_unanswered_proposal_is_pending_never_guessed(endpoints):
     assert outcome.handle.proposal_id is not None  # it was sent: its answer can be waited for
 
 
+async def test_waiting_again_without_settle_returns_on_the_intakes_answer(endpoints):
+    """A handle read back in another client: ``settle=False`` returns the intake's answer (who
+    proposed it, the intent) once read; waiting for the settled state, with no dispatcher
+    running, ends pending, the answer read all the same."""
+    run = new_run()
+    async with running_intake(endpoints), client(endpoints) as agent:
+        sent = await agent.call(run, "wallet.debit", DEBIT, call_id="c1",
+                                operation_key=f"{run}:w", settle=False)
+    handle = type(sent.handle).model_validate_json(sent.handle.model_dump_json())
+    async with client(endpoints) as later:
+        answered = await later.wait(handle.model_copy(update={"logical_call_id": None}),
+                                    timeout=20, settle=False)
+        settling = await later.wait(handle, timeout=1)
+    assert (answered.status, answered.ledger_status) == ("pending", "accepted")
+    assert answered.answer is not None and answered.answer.principal_id == "u-1"
+    assert answered.handle.logical_call_id == sent.handle.logical_call_id is not None
+    assert (settling.status, settling.ledger_status) == ("pending", "accepted")
+
+
 async def test_one_client_serves_many_runs_and_concurrent_calls(endpoints):
     """Ten calls of five runs at once on one client: each gets its own answer, and the client
     reads only the partitions those runs go to."""

@@ -155,15 +155,18 @@ class Client:
             for call in calls:
                 self._router.unregister(call)
 
-    async def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S) -> Outcome:
+    async def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S, *,
+                   settle: bool = True) -> Outcome:
         """The outcome of a call proposed earlier, by this process or another (a ``Handle``
-        read back from JSON): its answers are read again from where the handle says."""
+        read back from JSON): its answers are read again from where the handle says. With
+        ``settle=False``, as soon as the intake's answer is read (who proposed it, and the
+        intent it is)."""
         if handle.tenant_id != self.tenant_id:
             raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client reads "
                              f"{self.tenant_id!r}'s answers only")
         if handle.proposal_id is None:
             return outcome_of(handle, None, None)
-        call = Call(handle, settle=True)
+        call = Call(handle, settle=settle)
         self._router.register(call)
         try:
             await self._results.place([call], look_back_from=handle.offset)

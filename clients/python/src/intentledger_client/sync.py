@@ -76,8 +76,9 @@ class SyncClient:
                **options: Any) -> list[Outcome]:
         return self._run(self._client.submit(run_id, message, call_ids, **options))
 
-    def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S) -> Outcome:
-        return self._run(self._client.wait(handle, timeout))
+    def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S, *,
+             settle: bool = True) -> Outcome:
+        return self._run(self._client.wait(handle, timeout, settle=settle))
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         if not self._thread.is_alive():

@@ -2,8 +2,9 @@
 
 An approval binds the exact intent: the same run, tenant and operation key, the same
 ``arguments_hash`` (approving 40 EUR never approves 4,000), an approver the rule names who is
-not the requester, and, for a grant, an expiry still ahead. Every approval received is recorded
-whether it counted or not, with the reason it did not.
+not the requester (the agent, nor the person a gateway proposed it for: a person may not ask
+through an agent and approve as themselves), and, for a grant, an expiry still ahead. Every
+approval received is recorded whether it counted or not, with the reason it did not.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def approval_refusal(pending: PendingCall | None, approval: ApprovalDecision,
         return PolicyReason.APPROVAL_NOT_FOR_THIS_CALL
     if approval.arguments_hash != intent.arguments_hash:
         return PolicyReason.APPROVAL_FOR_OTHER_ARGUMENTS
-    if approval.approver_id == intent.principal_id:
+    if approval.approver_id in (intent.principal_id, intent.person_id):
         return PolicyReason.APPROVER_IS_REQUESTER
     if not any(fnmatchcase(approval.approver_id, p) for p in pending.requirement.approvers):
         return PolicyReason.APPROVER_NOT_ALLOWED

@@ -163,7 +163,7 @@ class _Ledger:
         spent = cost[0] if cost else 0
         self._by_key[intent.operation_key] = {
             "logical_call_id": intent.logical_call_id, "arguments_hash": intent.arguments_hash,
-            "state": "VALIDATED", "run_id": intent.run_id}
+            "state": "VALIDATED", "run_id": intent.run_id, "principal_id": intent.principal_id}
         self._call_ids.add((key, proposal.provider_call_id))
         run["call_count"] += 1
         run["cost_spent_minor"] += spent

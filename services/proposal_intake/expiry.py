@@ -3,8 +3,9 @@
 Without this the intake's records grow for ever. An expired record is not simply deleted: a
 proposal under its key would then be a new intent and execute again (the double charge the
 ledger exists to prevent). It is reduced, in the statement that deletes it, to a tombstone of
-its key (``expired_keys``: key, intent id, tenant, run, tool, when) and a proposal under the key
-is refused ``operation_key_expired``, naming the intent so its agent can still read its outcome.
+its key (``expired_keys``: key, intent id, tenant, run, tool, proposer, when) and a proposal under
+the key is refused ``operation_key_expired``, naming the intent to its proposer so its agent can
+still read its outcome.
 The tombstones are what remains of a tool's history: a few dozen bytes per intent, not its
 arguments. A tool that declares no retention, in any of its versions, keeps its records.
 
@@ -56,9 +57,10 @@ async def expire_keys(conn: asyncpg.Connection, retention: Mapping[str, int],
         "   LIMIT $3 FOR UPDATE OF c SKIP LOCKED) AS o LIMIT $3),"
         f" gone AS (DELETE FROM {SCHEMA}.logical_calls c USING old"
         " WHERE c.logical_call_id = old.logical_call_id RETURNING c.operation_key,"
-        " c.logical_call_id, c.tenant_id, c.run_id, c.tool_name, c.created_at)"
+        " c.logical_call_id, c.tenant_id, c.run_id, c.tool_name, c.created_at, c.principal_id)"
         f" INSERT INTO {SCHEMA}.expired_keys (operation_key, logical_call_id, tenant_id, run_id,"
-        " tool_name, proposed_at) SELECT * FROM gone ON CONFLICT (operation_key) DO NOTHING"
+        " tool_name, proposed_at, principal_id) SELECT * FROM gone"
+        " ON CONFLICT (operation_key) DO NOTHING"
         " RETURNING tool_name",
         list(retention), [float(seconds) for seconds in retention.values()], limit)
     return Counter(row["tool_name"] for row in rows)

@@ -56,8 +56,24 @@ class Outcomes:
 
     def taken(self, proposal: ToolCallProposal, named: Named, existing) -> None:
         """Same key + same canonical arguments → the existing intent; other arguments → refused;
-        an expired key → refused, naming the intent it was (its outcome stays readable by id)."""
-        if (expired_at := existing.get("expired_at")) is not None:
+        an expired key → refused, naming the intent it was (its outcome stays readable by id).
+
+        All of that only to the principal that proposed the intent. Keys are tenant-wide, and a
+        key is often derivable from the arguments alone (``per_entity``), so another principal
+        of the tenant is refused ``operation_key_in_use`` whatever its arguments, naming
+        nothing: a duplicate would hand it the intent's id, and its client would follow the
+        intent to its settled result, which the policy never judged it may see. A tombstone
+        written before tombstones kept their proposer names its intent to no one."""
+        proposer = existing.get("principal_id")
+        if (expired_at := existing.get("expired_at")) is not None and proposer is None:
+            self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
+                          f"this operation key named an intent whose record expired at "
+                          f"{expired_at.isoformat()}; it is never executed again", named)
+        elif proposer != proposal.principal_id:
+            self.rejected(proposal, IntakeReason.OPERATION_KEY_IN_USE,
+                          "this operation key names an intent another principal proposed; it "
+                          "takes effect once, and only its proposer is told its outcome", named)
+        elif expired_at is not None:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
                           f"this operation key named intent {existing['logical_call_id']}, whose "
                           f"record expired at {expired_at.isoformat()}; it is never executed "

@@ -108,7 +108,7 @@ async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> dict | No
 
 
 NAMED = ("logical_call_id", "arguments_hash", "state", "run_id", "operation_key", "tenant_id",
-         "provider_call_id", "expired_at")
+         "provider_call_id", "principal_id", "expired_at")
 """The columns of an intent ``runs_and_calls_named`` finds, in their order."""
 
 
@@ -133,14 +133,15 @@ async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], key
         f"  FROM {_runs_locked('$1', '$2')}) AS runs,"
         f" ARRAY(SELECT ROW({', '.join(NAMED)}) FROM ("
         "  SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id,"
-        f"   provider_call_id, NULL::timestamptz AS expired_at FROM {SCHEMA}.logical_calls"
-        "   WHERE operation_key = ANY($3::text[])"
+        "   provider_call_id, principal_id, NULL::timestamptz AS expired_at"
+        f"   FROM {SCHEMA}.logical_calls WHERE operation_key = ANY($3::text[])"
         "  UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key,"
-        f"   c.tenant_id, c.provider_call_id, NULL FROM {SCHEMA}.logical_calls c"
+        f"   c.tenant_id, c.provider_call_id, c.principal_id, NULL FROM {SCHEMA}.logical_calls c"
         "   JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, run_id, provider_call_id)"
         "   USING (tenant_id, run_id, provider_call_id)"
         "  UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL,"
-        f"   expired_at FROM {SCHEMA}.expired_keys WHERE operation_key = ANY($3::text[])"
+        f"   principal_id, expired_at FROM {SCHEMA}.expired_keys"
+        "   WHERE operation_key = ANY($3::text[])"
         " ) AS named) AS calls",
         *_run_arrays(runs), keys, [run.tenant_id for run, _ in call_ids],
         [run.run_id for run, _ in call_ids], [call_id for _, call_id in call_ids])

@@ -26,6 +26,7 @@ class IntakeReason(StrEnum):
     """Refusals that need the intake's records; stable, agents branch on them."""
 
     OPERATION_KEY_CONFLICT = "operation_key_conflict"
+    OPERATION_KEY_IN_USE = "operation_key_in_use"
     OPERATION_KEY_EXPIRED = "operation_key_expired"
     PROVIDER_CALL_ID_REUSED = "provider_call_id_reused"
     RUN_DEADLINE_PASSED = "run_deadline_passed"

@@ -108,7 +108,10 @@ _INTAKE_REASON = {
                               "arguments",
     "operation_key_expired": "the operation key named an intent whose record the ledger no "
                              "longer keeps (the tool's ledger_key_retention_seconds); it is never "
-                             "executed again: logical_call_id names that intent",
+                             "executed again: logical_call_id names that intent to the "
+                             "principal that proposed it",
+    "operation_key_in_use": "the operation key names an intent another principal proposed: it "
+                            "takes effect once, and only its proposer is told what it came to",
     "provider_call_id_reused": "the provider call id already names another intent in this run",
     "run_deadline_passed": "the run's deadline has passed",
     "run_principal_mismatch": "the run belongs to another principal",
@@ -138,7 +141,8 @@ _POLICY_REASON = {
     "approval_not_pending": "an approval for a call that is not awaiting approval; it counts nothing",
     "approval_not_for_this_call": "an approval whose run, tenant or operation key is not the call's",
     "approval_for_other_arguments": "an approval whose arguments_hash is not the intent's",
-    "approver_is_requester": "an approval by the principal that proposed the call",
+    "approver_is_requester": "an approval by the principal that proposed the call, or by the "
+                             "person it proposed the call for",
     "approver_not_allowed": "an approval by someone the rule's approvers do not include",
     "approval_expired": "a grant without expires_at, or already expired when it arrived",
     "approver_already_counted": "a second grant by an approver who already counts; it counts once",

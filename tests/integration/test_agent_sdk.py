@@ -35,6 +35,34 @@ async def test_propose_returns_accepted_then_duplicate_for_the_same_intent(endpo
     assert again.handle.logical_call_id == first.handle.logical_call_id is not None
 
 
+async def test_another_principal_under_the_same_key_is_refused_and_told_nothing(endpoints):
+    """Keys are tenant-wide and often derivable from the arguments, so another principal can
+    name one: it is refused ``operation_key_in_use``, with the same arguments or others, in its
+    own run or the proposer's, and is named no intent to follow; the proposer's own retry is
+    still its duplicate, and no second intent exists."""
+    run, theirs = new_run(), new_run()
+    key = f"{run}:shared"
+    async with running_intake(endpoints), client(endpoints) as owner, Client(
+            endpoints.kafka_bootstrap, principal_id="mallory", tenant_id="acme",
+            signing_key=local().signing_key("mallory")) as other:
+        first = await owner.call(run, "wallet.debit", DEBIT, call_id="c1", operation_key=key,
+                                 settle=False)
+        tries = [await other.call(where, "wallet.debit", arguments, call_id=call_id,
+                                  operation_key=key, settle=False, wait=20)
+                 for where, arguments, call_id in (
+                     (theirs, DEBIT, "m1"), (theirs, DEBIT | {"amount": "1.00"}, "m2"),
+                     (run, DEBIT, "m3"))]
+        again = await owner.call(run, "wallet.debit", DEBIT, call_id="c2", operation_key=key,
+                                 settle=False)
+    assert first.ledger_status == "accepted" and first.handle.logical_call_id is not None
+    for tried in tries:
+        assert (tried.status, tried.reason_code) == ("denied", "operation_key_in_use")
+        assert tried.answer is not None and tried.answer.logical_call_id is None
+        assert tried.answer.intent_run_id is None and tried.handle.logical_call_id is None
+    assert again.ledger_status == "duplicate"
+    assert again.handle.logical_call_id == first.handle.logical_call_id
+
+
 async def test_openai_and_anthropic_turns_pair_back_by_call_id(endpoints):
     run = new_run()
     chat = {"role": "assistant", "content": None, "tool_calls": [

@@ -43,7 +43,8 @@ def _signed(message: dict) -> RawProposal:
 def _mixed(runs: list[str]) -> list[dict]:
     """Every way a call is answered that depends on the calls before it in the batch."""
     budget, deadline = {"budget": {"max_calls": 2}}, {"deadline_at": "2020-01-01T00:00:00Z"}
-    first, second, late = runs
+    first, second, late, others = runs
+    first_key = generic(first, operation_key="k1")["operation_key"]
     return [generic(first, "c1", operation_key="k1", **budget),
             generic(first, "c2", operation_key="k1"),  # same key, same arguments: duplicate
             generic(first, "c3", operation_key="k1", arguments=OTHER_ARGUMENTS),  # conflict
@@ -53,7 +54,12 @@ def _mixed(runs: list[str]) -> list[dict]:
             generic(second, "c1", operation_key="k7"),  # the call id is taken in this run
             generic(second, "c8", tool="no.such_tool", operation_key="k8"),
             {"format": "generic", "run_id": second, "tenant_id": "acme", "call_id": "c9"},
-            generic(late, "c1", operation_key="k9", **deadline)]
+            generic(late, "c1", operation_key="k9", **deadline),
+            # another principal under the first run's key, with its arguments and others
+            generic(others, "c1", operation_key=None, principal_id="mallory") | {
+                "operation_key": first_key},
+            generic(others, "c2", operation_key=None, principal_id="mallory",
+                    arguments=OTHER_ARGUMENTS) | {"operation_key": first_key}]
 
 
 async def _answers(pool, runs: list[str]) -> list[tuple]:
@@ -76,7 +82,7 @@ async def _rows(pool, runs: list[str]) -> list[tuple]:
 
 
 async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, intake):
-    together, one_by_one = [new_run() for _ in range(3)], [new_run() for _ in range(3)]
+    together, one_by_one = [new_run() for _ in range(4)], [new_run() for _ in range(4)]
     async with UnitOfWork(pool, SCHEMA) as uow:
         await intake.take_all(uow, [_signed(m) for m in _mixed(together)])
         await uow.commit()
@@ -88,6 +94,7 @@ async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, inta
     expected = await _answers(pool, one_by_one)
     assert {kind for _, _, kind, *_ in expected} == {
         "ProposalAccepted", "DuplicateProposal", "ProposalRejected"}
+    assert {reason for _, run, _, _, reason, _ in expected if run == 3} == {"operation_key_in_use"}
     assert await _answers(pool, together) == expected
     assert await _rows(pool, together) == await _rows(pool, one_by_one) != []
 

@@ -102,7 +102,40 @@ async def test_a_key_past_its_retention_is_refused_never_taken_again(pool, endpo
     tombstone = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.expired_keys WHERE operation_key = $1",
                                     first["call-0"]["operation_key"])
     assert str(tombstone["logical_call_id"]) == first["call-0"]["logical_call_id"]
+    assert tombstone["principal_id"] == "user-42"
     assert tombstone["expired_at"] - tombstone["proposed_at"] >= timedelta(seconds=RETENTION_S)
+
+
+async def test_an_expired_key_names_its_intent_to_its_proposer_only(pool, endpoints, registry):
+    """Another principal under an expired key is refused ``operation_key_in_use`` and named
+    nothing, as under a live one; a tombstone written before tombstones kept their proposer
+    (its ``principal_id`` NULL, as migration 0006 leaves them) names its intent to no one."""
+    run, legacy_run = new_run(), new_run()
+    bootstrap = endpoints.kafka_bootstrap
+    async with running_expiring_intake(endpoints, registry):
+        await send(bootstrap, _debit(run, 1), _debit(legacy_run, 2))
+        [accepted] = await answers(bootstrap, run, 1)
+
+        async def expired() -> bool:
+            return await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.expired_keys"
+                                       " WHERE run_id = ANY($1)", [run, legacy_run]) == 2
+        assert await wait_for(expired, timeout=30)
+        await pool.execute(f"UPDATE {SCHEMA}.expired_keys SET principal_id = NULL"
+                           " WHERE run_id = $1", legacy_run)
+        await send(bootstrap, _debit(run, 1, call="by-another") | {"principal_id": "mallory"},
+                   _debit(run, 1, call="by-its-proposer"),
+                   _debit(legacy_run, 2, call="under-a-legacy-tombstone"))
+        replies = {a["payload"]["call_id"]: a["payload"]
+                   for a in await answers(bootstrap, run, 3) + await answers(
+                       bootstrap, legacy_run, 2)}
+    assert (replies["by-another"]["reason_code"], replies["by-another"]["logical_call_id"]) == (
+        "operation_key_in_use", None)
+    assert (replies["by-its-proposer"]["reason_code"],
+            replies["by-its-proposer"]["logical_call_id"]) == (
+        "operation_key_expired", accepted["payload"]["logical_call_id"])
+    legacy = replies["under-a-legacy-tombstone"]
+    assert (legacy["reason_code"], legacy["logical_call_id"], legacy["intent_run_id"]) == (
+        "operation_key_expired", None, None)
 
 
 async def test_an_insert_under_an_expired_key_takes_nothing_whatever_was_read(pool):

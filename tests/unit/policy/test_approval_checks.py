@@ -60,6 +60,16 @@ def test_the_requester_is_refused_even_where_the_patterns_would_admit_it():
         PolicyReason.APPROVER_IS_REQUESTER
 
 
+def test_the_person_a_gateway_proposed_for_may_not_approve_their_own_request():
+    """Through the MCP gateway the agent is the principal and the person behind it is recorded
+    (``person_id``): that person asked, so their approval is the requester's."""
+    asked = PendingCall("awaiting_approval", CALL.model_copy(update={"person_id": "operator:dana"}),
+                        RULE, NOW + timedelta(minutes=10))
+    assert approval_refusal(asked, approval(approver_id="operator:dana"), NOW) == \
+        PolicyReason.APPROVER_IS_REQUESTER
+    assert approval_refusal(asked, approval(approver_id="operator:eve"), NOW) is None
+
+
 def test_an_approver_counts_once_until_their_grant_expires():
     chain = [grant("operator:dana", expires_at=NOW + timedelta(seconds=1))]
     assert already_counted("operator:dana", chain, NOW)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from intentledger_client import Client, Handle, Outcome
+from intentledger_client import Client, Handle, NotTheProposer, Outcome
 from pydantic import ValidationError
 
 from services.mcp_gateway import results
@@ -53,12 +53,20 @@ class Calls:
             run_id, tool, arguments, call_id=call_id, operation_key=key, wait=self._wait_s))
 
     async def fetch(self, caller: Caller, handle: Handle, wait: float | None = None) -> Outcome:
-        """What an earlier call came to, by its handle; the caller's own tenant's calls only
-        (``NotTheCallers``): its client reads no other tenant's answers."""
+        """What an earlier call came to, by its handle; the caller's own calls only
+        (``NotTheCallers``): its client reads no other tenant's answers, and every field of a
+        handle is the caller's word, so the call is answered only through the intake's answer
+        to the handle's record, and only when that answer names the caller
+        (``Client.wait``'s ``proposer``): a handle naming another principal's intent around a
+        made-up record id, or an offset past its answer, is told nothing, not even a state the
+        caller's client saw go by."""
         if handle.tenant_id != caller.tenant_id:
             raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
-        return await self._detached(caller, lambda client: _own(
-            client, caller, handle, wait or self._wait_s))
+        try:
+            return await self._detached(caller, lambda client: client.wait(
+                handle, timeout=wait or self._wait_s, proposer=caller.principal_id))
+        except NotTheProposer:
+            raise NotTheCallers("a handle of another principal's call") from None
 
     async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
         """``intentledger.outcome``: the answer for the handle of a pending answer."""
@@ -84,26 +92,6 @@ class Calls:
     async def close(self) -> None:
         """Let proposals in flight be published (each is bounded by the wait)."""
         await asyncio.gather(*self._running, return_exceptions=True)
-
-
-async def _own(client: Client, caller: Caller, handle: Handle, wait: float) -> Outcome:
-    """The outcome of a call of the caller's own, else ``NotTheCallers``, as soon as the
-    intake's answer to the handle's record is read: it names who proposed the call, and the
-    intent. Every field of a handle is the caller's word, so the intent (and the run its
-    states are on) is followed only as that answer names it: a handle naming another
-    principal's intent around a made-up record id, or an offset past its answer, finds no
-    answer and so is told nothing, not even a state the caller's client saw go by."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    unproven = handle.model_copy(update={"logical_call_id": None, "intent_run_id": None})
-    answered = await client.wait(unproven, timeout=wait, settle=False)
-    if answered.answer is None:
-        return answered  # pending: no answer read, nothing told
-    if answered.answer.principal_id != caller.principal_id:
-        raise NotTheCallers("a handle of another principal's call")
-    if answered.status != "pending":
-        return answered  # refused by the intake, or its latest state read with the answer
-    return await client.wait(answered.handle, timeout=max(0.0, deadline - loop.time()))
 
 
 def run_for(caller: Caller, key: str | None) -> str:

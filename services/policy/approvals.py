@@ -45,7 +45,7 @@ def approval_refusal(pending: PendingCall | None, approval: ApprovalDecision,
         return PolicyReason.APPROVAL_NOT_FOR_THIS_CALL
     if approval.arguments_hash != intent.arguments_hash:
         return PolicyReason.APPROVAL_FOR_OTHER_ARGUMENTS
-    if approval.approver_id in (intent.principal_id, intent.person_id):
+    if intent.is_requester(approval.approver_id):
         return PolicyReason.APPROVER_IS_REQUESTER
     if not any(fnmatchcase(approval.approver_id, p) for p in pending.requirement.approvers):
         return PolicyReason.APPROVER_NOT_ALLOWED

@@ -67,3 +67,8 @@ class Intent(_Contract):
         "principal signed itself."))
     person_id: str | None = Field(default=None, description=(
         "The person the gateway says the principal acted for, if it named one."))
+
+    def is_requester(self, principal_id: str) -> bool:
+        """Whether ``principal_id`` asked for this call: the agent that proposed it, or the
+        person a gateway proposed it for. A requester approves or resolves nothing of its own."""
+        return principal_id in (self.principal_id, self.person_id)

@@ -136,7 +136,7 @@ def approvals_counted(rule: ApprovalRule, request: Request) -> tuple[GrantedAppr
     """One per approver, never the requester's, only approvers the rule names, only unexpired."""
     counted: dict[str, GrantedApproval] = {}
     for approval in request.approvals:
-        if (approval.approver_id != request.intent.principal_id
+        if (not request.intent.is_requester(approval.approver_id)
                 and _any(rule.approvers, approval.approver_id)
                 and approval.expires_at > request.now
                 and approval.approver_id not in counted):
@@ -158,7 +158,7 @@ def _any(patterns: tuple[str, ...], value: str) -> bool:
 def resolution_rule(policy: Policy, operator_id: str, intent: Intent, outcome: str) -> str | None:
     """The name of the resolution rule letting ``operator_id`` settle this call as ``outcome``, or
     None. Pure, like ``evaluate``; the dispatcher asks it before applying a resolution."""
-    if operator_id == intent.principal_id:
+    if intent.is_requester(operator_id):
         return None
     return next((resolution.name for resolution in policy.resolutions
                  if _any(resolution.operators, operator_id) and _any(resolution.tenants, intent.tenant_id)

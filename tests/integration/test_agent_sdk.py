@@ -112,7 +112,7 @@ async def test_waiting_again_without_settle_returns_on_the_intakes_answer(endpoi
     async with client(endpoints) as later:
         answered = await later.wait(handle.model_copy(update={"logical_call_id": None}),
                                     timeout=20, settle=False)
-        settling = await later.wait(handle, timeout=1)
+        settling = await later.wait(handle, timeout=3)
     assert (answered.status, answered.ledger_status) == ("pending", "accepted")
     assert answered.answer is not None and answered.answer.principal_id == "u-1"
     assert answered.handle.logical_call_id == sent.handle.logical_call_id is not None

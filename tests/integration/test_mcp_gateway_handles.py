@@ -75,14 +75,32 @@ class Ledger:
                                settled_at=datetime.now(UTC), result={"balance_minor": balance})
         await self._put("ToolCallSettled", done.model_dump(mode="json"))
 
+    async def duplicate_in_another_run(self, principal: str, original: Handle) -> Handle:
+        """The same call proposed again by ``principal`` in a run of its own, answered as the
+        duplicate of ``original``: the handle its caller was given (the intent's states are on
+        ``original``'s run's partition, the answer on this run's)."""
+        run, proposal = f"run-{uuid.uuid4().hex[:12]}", uuid.uuid4()
+        duplicate = ProposalOutcome(outcome="duplicate", run_id=run, call_id="c-again",
+                                    proposal_id=proposal, tenant_id=self.tenant,
+                                    principal_id=principal,
+                                    logical_call_id=original.logical_call_id,
+                                    intent_run_id=self.run, state="VALIDATED")
+        at = await self._put("DuplicateProposal", duplicate.model_dump(mode="json"), run)
+        return Handle(tenant_id=self.tenant, run_id=run, call_id="c-again", proposal_id=proposal,
+                      logical_call_id=original.logical_call_id, intent_run_id=self.run,
+                      partition=partition_for(run.encode(), range(RESULTS_PARTITIONS)),
+                      offset=at)
+
     async def end(self) -> int:
         return await self._put("Unrelated", {})
 
-    async def _put(self, event_type: str, payload: dict) -> int:
+    async def _put(self, event_type: str, payload: dict, run: str | None = None) -> int:
+        run = run or self.run
         value = json.dumps({"event_id": str(uuid.uuid4()), "event_type": event_type,
                             "payload": payload}).encode()
-        sent = await self.producer.send_and_wait(self.topic, value, key=self.run.encode(),
-                                                 partition=self.partition)
+        sent = await self.producer.send_and_wait(
+            self.topic, value, key=run.encode(),
+            partition=partition_for(run.encode(), range(RESULTS_PARTITIONS)))
         return sent.offset
 
 
@@ -167,3 +185,17 @@ async def test_a_state_the_callers_client_saw_go_by_is_not_handed_to_a_made_up_h
         outcome = await gateway_calls.fetch(attacker, made_up, SHORT_S)
         await own
     assert (outcome.status, outcome.result, outcome.settled) == ("pending", None, None)
+
+
+async def test_the_callers_own_duplicate_in_another_run_is_answered_with_its_intents_result(
+        endpoints, gateway_calls):
+    """The way that must keep working: the caller's own call, answered as the duplicate of an
+    intent whose states are on another run's partition, is answered with that intent's
+    settled result, and with the intake's answer."""
+    async with Ledger(endpoints.kafka_bootstrap) as ledger:
+        original = await ledger.settled_call("payer", "c-payer", balance=4_242)
+        again = await ledger.duplicate_in_another_run("payer", original)
+        outcome = await gateway_calls.fetch(Caller("payer", ledger.tenant), again)
+    assert (outcome.status, outcome.result) == ("succeeded", {"balance_minor": 4_242})
+    assert outcome.answer is not None and outcome.ledger_status == "SUCCEEDED"
+    assert outcome.answer.outcome == "duplicate"

@@ -90,6 +90,15 @@ def test_a_rate_limited_call_says_when_to_send_it_again() -> None:
         "denied", "proposal_rate_exceeded", 1.5)
 
 
+def test_a_key_another_agent_holds_tells_the_model_not_to_propose_it_under_another() -> None:
+    """Refused, but not "nothing happened": another agent's intent holds the key and may have
+    taken effect; a model told only "denied" might try again under a new key."""
+    taken = outcome("c", intake="rejected", intake_reason="operation_key_in_use")
+    content = json.loads(to_openai_tool_messages([taken])[0]["content"])
+    assert (content["status"], content["reason_code"]) == ("denied", "operation_key_in_use")
+    assert "Do not propose it again under another operation key" in content["note"]
+
+
 def test_a_call_awaiting_approval_tells_the_model_to_tell_the_user_and_is_no_error() -> None:
     now = datetime.now(UTC)
     handle = Handle(tenant_id="acme", run_id="r", call_id="call_big", proposal_id=uuid.uuid4())

@@ -306,3 +306,38 @@ async def test_a_settled_state_with_no_status_at_all_is_nobodys_answer() -> None
     del broken["payload"]["status"]
     routes.route(11, json.dumps(broken).encode())
     assert (await call.wait(timeout=0.05)).status == "pending"
+
+
+def resumed_by(routes: Router, proposer: str) -> tuple[Call, uuid.UUID]:
+    """A handle read back by a service answering ``proposer`` about it (``Client.wait``'s
+    ``proposer``: the handle's intent is not trusted, so it names none)."""
+    proposal = uuid.uuid4()
+    call = Call(Handle(tenant_id="acme", run_id=RUN, call_id=CALL, proposal_id=proposal,
+                       partition=1, offset=35), settle=True, proposer=proposer)
+    routes.register(call)
+    return call, proposal
+
+
+async def test_a_call_waiting_for_its_proposers_answer_is_done_and_foreign_on_anothers() -> None:
+    """``Client.wait(proposer=...)``: an answer naming another principal ends the wait at once,
+    and the intent it names is not followed."""
+    routes = router()
+    call, proposal = resumed_by(routes, "agent-b")
+    routes.route(40, answer(proposal=proposal, principal_id="agent-a"))
+    routes.route(41, settled("SUCCEEDED", result={"balance_minor": 4242}))
+    outcome = await call.wait(timeout=1)
+    assert call.foreign and (outcome.status, outcome.answer, outcome.settled) == (
+        "pending", None, None)
+
+
+async def test_a_call_waiting_for_its_proposers_answer_follows_the_intent_that_answer_names(
+        ) -> None:
+    routes = router()
+    routes.route(39, settled("SUCCEEDED", intent=uuid.uuid4(), result={"balance_minor": 4242}))
+    call, proposal = resumed_by(routes, "agent-b")
+    routes.route(40, answer(proposal=proposal, principal_id="agent-b"))
+    routes.route(41, settled("SUCCEEDED", result={"balance_minor": 17}))
+    outcome = await call.wait(timeout=1)
+    assert not call.foreign and (outcome.status, outcome.result) == (
+        "succeeded", {"balance_minor": 17})
+    assert outcome.answer is not None and outcome.handle.logical_call_id == INTENT

@@ -126,6 +126,21 @@ def test_an_approval_that_may_not_count_does_not(approval):
     assert decision.effect == "require_approval"
 
 
+def test_the_person_a_gateway_proposed_for_counts_as_the_requester():
+    """A grant by that person (recorded before the approval check refused it, say) is not
+    counted, and that person may not resolve the call either."""
+    from shared.policy import resolution_rule
+
+    asked = email().model_copy(update={"person_id": "operator:dana"})
+    by_the_person = evaluate(policy(EMAIL_RULE), request(asked, grant("operator:dana")), None)
+    by_another = evaluate(policy(EMAIL_RULE), request(asked, grant("operator:eve")), None)
+    assert (by_the_person.effect, by_another.effect) == ("require_approval", "allow")
+    anyone = policy(rule(), resolutions=({"name": "any", "operators": ["*"], "tenants": ["*"],
+                                          "tools": ["*"]},))
+    assert resolution_rule(anyone, "operator:dana", asked, "failed") is None
+    assert resolution_rule(anyone, "operator:eve", asked, "failed") == "any"
+
+
 def test_the_same_approver_twice_counts_once():
     two = rule("mail", tools=["email.send"], effect="require_approval",
                approval=APPROVAL | {"quorum": 2})

@@ -9,7 +9,7 @@ answers with this very package.
 
 from intentledger_client.client import Client
 from intentledger_client.contracts import ProposalOutcome, ToolCallAwaitingApproval, ToolCallSettled
-from intentledger_client.outcomes import Handle, Outcome, Status
+from intentledger_client.outcomes import Handle, NotTheProposer, Outcome, Status
 from intentledger_client.pairing import (to_anthropic_tool_results, to_openai_responses_items,
                                          to_openai_tool_messages)
 from intentledger_client.sync import SyncClient
@@ -18,6 +18,6 @@ __version__ = "0.1.0"
 """The public contract's version (``schemas/asyncapi.yaml``, ``info.version``): a client speaks
 the contract of its own version."""
 
-__all__ = ["Client", "Handle", "Outcome", "ProposalOutcome", "Status", "SyncClient",
+__all__ = ["Client", "Handle", "NotTheProposer", "Outcome", "ProposalOutcome", "Status", "SyncClient",
            "ToolCallAwaitingApproval", "ToolCallSettled", "__version__", "to_anthropic_tool_results",
            "to_openai_responses_items", "to_openai_tool_messages"]

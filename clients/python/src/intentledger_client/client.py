@@ -29,7 +29,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from intentledger_client import formats
 from intentledger_client.contracts import proposal_record_id
-from intentledger_client.outcomes import Handle, Outcome, outcome_of
+from intentledger_client.outcomes import Handle, NotTheProposer, Outcome, outcome_of
 from intentledger_client.listening import Listener
 from intentledger_client.routing import Call
 from intentledger_client.signing import HEADER, PROPOSAL, SigningKey, resolve_signing_key, sign
@@ -156,23 +156,35 @@ class Client:
                 self._router.unregister(call)
 
     async def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S, *,
-                   settle: bool = True) -> Outcome:
+                   settle: bool = True, proposer: str | None = None) -> Outcome:
         """The outcome of a call proposed earlier, by this process or another (a ``Handle``
         read back from JSON): its answers are read again from where the handle says. With
         ``settle=False``, as soon as the intake's answer is read (who proposed it, and the
-        intent it is)."""
+        intent it is).
+
+        ``proposer``: for a service that answers others about handles they hand it (the MCP
+        gateway), every field of which is their word. The call is answered only through the
+        intake's answer to the handle's record, and only if that answer names ``proposer``:
+        the intent (and the run its states are on) is followed as that answer names it, never
+        as the handle says, and an answer naming another principal raises ``NotTheProposer``
+        as soon as it is read."""
         if handle.tenant_id != self.tenant_id:
             raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client reads "
                              f"{self.tenant_id!r}'s answers only")
         if handle.proposal_id is None:
             return outcome_of(handle, None, None)
-        call = Call(handle, settle=settle)
+        if proposer is not None:
+            handle = handle.model_copy(update={"logical_call_id": None, "intent_run_id": None})
+        call = Call(handle, settle=settle, proposer=proposer)
         self._router.register(call)
         try:
             await self._results.place([call], look_back_from=handle.offset)
-            return await call.wait(timeout)
+            outcome = await call.wait(timeout)
         finally:
             self._router.unregister(call)
+        if call.foreign:
+            raise NotTheProposer(f"the call was proposed by another principal than {proposer!r}")
+        return outcome
 
     async def _send(self, run_id: str, message: dict[str, Any], calls: list[Call]) -> None:
         await self._results.place(calls)

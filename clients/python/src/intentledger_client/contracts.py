@@ -54,7 +54,9 @@ class ProposalOutcome(BaseModel):
     principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
     logical_call_id: uuid.UUID | None = Field(default=None, description=(
         "The intent: the new one (accepted), the existing one (duplicate), or the one the "
-        "operation key named before its record expired (rejected operation_key_expired)."))
+        "operation key named before its record expired (rejected operation_key_expired, to the "
+        "intent's proposer only). Null on every other refusal, operation_key_in_use among them: "
+        "an intent is named only to the principal that proposed it."))
     operation_key: str | None = None
     tool_name: str | None = None
     tool_version: str | None = None

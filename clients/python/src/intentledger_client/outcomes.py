@@ -61,6 +61,11 @@ class Handle(BaseModel):
     waits for a later one."""
 
 
+class NotTheProposer(ValueError):
+    """``Client.wait(handle, proposer=...)``: the intake's answer to the handle's record names
+    another principal as the call's proposer."""
+
+
 class Outcome(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

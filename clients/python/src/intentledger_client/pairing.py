@@ -32,12 +32,18 @@ NOTES = {
                     "it cannot take effect twice.",
 }
 """Ours, for the statuses that are not an answer yet; never text from a tool."""
+OPERATION_KEY_IN_USE = "operation_key_in_use"
 REASON_NOTES = {
     UNKNOWN_STATUS: "The ledger settled this call in a state this client does not know (a newer "
                     "ledger): whether it took effect is not known. Do not propose it again under "
                     "another operation key; tell the user a person must check it.",
+    OPERATION_KEY_IN_USE: "Another agent proposed this same operation (this operation key): it "
+                          "takes effect once, under that agent, and only that agent is told what "
+                          "it came to. Do not propose it again under another operation key (it "
+                          "could then take effect twice); tell the user it is already in hand.",
 }
-"""Ours, for the reasons this client gives itself."""
+"""Ours, for the reasons whose status alone would mislead a model: "denied" for a call that
+may well have taken effect."""
 
 
 def content(outcome: Outcome) -> str:

@@ -40,9 +40,13 @@ class Call:
     """One proposed call, waiting. Its state is the one announced at the highest offset (the
     latest), whether read live or while catching up: awaiting approval, then settled."""
 
-    def __init__(self, handle: Handle, *, settle: bool) -> None:
+    def __init__(self, handle: Handle, *, settle: bool, proposer: str | None = None) -> None:
+        """``proposer``: the answer counts only if it names this principal as the call's
+        proposer; one naming another makes the call ``foreign`` (and done), following nothing."""
         self.handle = handle
         self.settle = settle
+        self.proposer = proposer
+        self.foreign = False
         self.answer: ProposalOutcome | None = None
         self.state: Announcement | None = None
         self._state_at = -1
@@ -78,6 +82,10 @@ class Call:
             return False
         if answer.proposal_id != self.handle.proposal_id or self.answer is not None:
             return False
+        if self.proposer is not None and answer.principal_id != self.proposer:
+            self.foreign = True
+            self._changed.set()
+            return False
         self.answer = answer
         if answer.logical_call_id is not None:
             self.handle = self.handle.model_copy(update={
@@ -95,7 +103,7 @@ class Call:
 
     @property
     def done(self) -> bool:
-        if self.state is not None:
+        if self.state is not None or self.foreign:
             return True
         return self.answer is not None and (not self.settle or self.answer.outcome == "rejected")
 

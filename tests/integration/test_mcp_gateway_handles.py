@@ -39,7 +39,6 @@ class Ledger:
         self.tenant = f"t-{uuid.uuid4().hex[:10]}"
         self.topic = results_topic(self.tenant)
         self.run = f"run-{uuid.uuid4().hex[:12]}"
-        self.partition = partition_for(self.run.encode(), range(RESULTS_PARTITIONS))
 
     async def __aenter__(self) -> Ledger:
         await ensure_results_topics(self.bootstrap, [self.topic])
@@ -65,7 +64,7 @@ class Ledger:
                                    principal_id=principal, logical_call_id=intent)
         at = await self._put("ProposalAccepted", accepted.model_dump(mode="json"))
         return Handle(tenant_id=self.tenant, run_id=self.run, call_id=call_id,
-                      proposal_id=proposal, logical_call_id=intent, partition=self.partition,
+                      proposal_id=proposal, logical_call_id=intent, partition=_partition(self.run),
                       offset=at)
 
     async def settle(self, handle: Handle, balance: int) -> None:
@@ -88,7 +87,7 @@ class Ledger:
         at = await self._put("DuplicateProposal", duplicate.model_dump(mode="json"), run)
         return Handle(tenant_id=self.tenant, run_id=run, call_id="c-again", proposal_id=proposal,
                       logical_call_id=original.logical_call_id, intent_run_id=self.run,
-                      partition=partition_for(run.encode(), range(RESULTS_PARTITIONS)),
+                      partition=_partition(run),
                       offset=at)
 
     async def end(self) -> int:
@@ -98,10 +97,14 @@ class Ledger:
         run = run or self.run
         value = json.dumps({"event_id": str(uuid.uuid4()), "event_type": event_type,
                             "payload": payload}).encode()
-        sent = await self.producer.send_and_wait(
-            self.topic, value, key=run.encode(),
-            partition=partition_for(run.encode(), range(RESULTS_PARTITIONS)))
+        sent = await self.producer.send_and_wait(self.topic, value, key=run.encode(),
+                                                 partition=_partition(run))
         return sent.offset
+
+
+def _partition(run: str) -> int:
+    """Where the relay puts a run's answers, and its caller's handle says they are."""
+    return partition_for(run.encode(), range(RESULTS_PARTITIONS))
 
 
 @pytest.fixture

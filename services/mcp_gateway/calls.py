@@ -34,8 +34,9 @@ RUN_META = "io.intentledger/run_id"
 
 
 class NotTheCallers(ValueError):
-    """A handle of another tenant's call, or of another principal's (a handle or task id is
-    not a secret: a caller is answered only about the calls it proposed)."""
+    """A handle of another tenant's call, or of another principal's, or of another person's
+    behind the same agent (a handle or task id is not a secret: a caller is answered only about
+    the calls it proposed)."""
 
 
 class Calls:
@@ -56,15 +57,18 @@ class Calls:
         """What an earlier call came to, by its handle; the caller's own calls only
         (``NotTheCallers``): its client reads no other tenant's answers, and every field of a
         handle is the caller's word, so the call is answered only through the intake's answer
-        to the handle's record, and only when that answer names the caller
-        (``Client.wait``'s ``proposer``): a handle naming another principal's intent around a
+        to the handle's record, and only when that answer names the caller, its principal and
+        its person (``Client.wait``'s ``proposer`` and ``person``; an answer from an intake
+        that did not yet tell persons, by its principal alone): a handle naming another's
+        intent around a
         made-up record id, or an offset past its answer, is told nothing, not even a state the
         caller's client saw go by."""
         if handle.tenant_id != caller.tenant_id:
             raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
         try:
             return await self._detached(caller, lambda client: client.wait(
-                handle, timeout=wait or self._wait_s, proposer=caller.principal_id))
+                handle, timeout=wait or self._wait_s, proposer=caller.principal_id,
+                person=caller.person_id))
         except NotTheProposer:
             raise NotTheCallers("a handle of another principal's call") from None
 
@@ -95,11 +99,12 @@ class Calls:
 
 
 def run_for(caller: Caller, key: str | None) -> str:
-    """One run per caller and operation key (a fresh one without a key): a retry joins the
-    run of its original, whose answers its client reads."""
+    """One run per caller (and person) and operation key (a fresh one without a key): a retry
+    joins the run of its original, whose answers its client reads."""
     if key is None:
         return f"mcp-{uuid.uuid4().hex}"
-    digest = hashlib.sha256(f"{caller.tenant_id}\0{caller.principal_id}\0{key}".encode())
+    person = "" if caller.person_id is None else f"\0{caller.person_id}"
+    digest = hashlib.sha256(f"{caller.tenant_id}\0{caller.principal_id}\0{key}{person}".encode())
     return f"mcp-{digest.hexdigest()[:32]}"
 
 

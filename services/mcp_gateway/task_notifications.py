@@ -8,11 +8,16 @@ and its ``DetailedTask`` is sent whenever its status changes, the current one fi
 stream ends, gracefully, once every followed task has reached a terminal status; a client
 that drops it re-listens (there is no replay, and none is needed: the first frame is the
 current state). Only the caller's own tasks are followed; others are left out of the
-acknowledgement, as a task of another tenant is unknown to ``tasks/get``.
+acknowledgement, as a task of another tenant is unknown to ``tasks/get``. So are tasks past
+the caller's bound: a task id is the caller's word, and one made up is never answered, so its
+follower reads the partition again, from the offset the id names, every ``wait_s`` until the
+stream closes; ``MAX_TASKS`` bounds them per caller on a replica, however many streams it
+opens.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 import anyio
@@ -28,7 +33,8 @@ from services.mcp_gateway.calls import Calls
 
 TASK_IDS = "taskIds"
 MAX_TASKS = 100
-"""Task ids one stream follows at most: each is a reader of its run's answers."""
+"""Task ids one caller's streams follow at most at once, on one replica: each is a reader of
+its run's answers."""
 
 
 class _TaskStatus(BaseModel):
@@ -39,8 +45,10 @@ class _TaskStatus(BaseModel):
 
 
 class TaskNotifications:
-    def __init__(self, calls: Calls, wait_s: float = 20.0) -> None:
-        self._calls, self._wait_s = calls, wait_s
+    def __init__(self, calls: Calls, wait_s: float = 20.0, max_tasks: int = MAX_TASKS) -> None:
+        self._calls, self._wait_s, self._max_tasks = calls, wait_s, max_tasks
+        self._following: Counter[Caller] = Counter()
+        """Tasks followed per caller, over all of its open streams."""
 
     async def listen(self, ctx: ServerRequestContext, caller: Caller,
                      params: types.SubscriptionsListenRequestParams
@@ -50,16 +58,23 @@ class TaskNotifications:
             raise MCPError(code=types.INVALID_PARAMS, message=f"{TASK_IDS}: a list of task ids")
         if requested:
             tasks.required(params.meta)
-        followed = [task for task in dict.fromkeys(requested) if _callers(caller, task)][:MAX_TASKS]
-        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-        await ctx.session.send_notification(types.SubscriptionsAcknowledgedNotification(
-            params=types.SubscriptionsAcknowledgedNotificationParams(
-                notifications=types.SubscriptionFilter(**{TASK_IDS: followed}), _meta=meta)),
-            related_request_id=ctx.request_id)
-        async with anyio.create_task_group() as following:
-            for task in followed:
-                following.start_soon(self._follow, ctx, caller, task, meta)
-        return types.SubscriptionsListenResult(_meta=meta)
+        own = [task for task in dict.fromkeys(requested) if _callers(caller, task)]
+        followed = own[:max(0, self._max_tasks - self._following[caller])]
+        self._following[caller] += len(followed)
+        try:
+            meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+            await ctx.session.send_notification(types.SubscriptionsAcknowledgedNotification(
+                params=types.SubscriptionsAcknowledgedNotificationParams(
+                    notifications=types.SubscriptionFilter(**{TASK_IDS: followed}), _meta=meta)),
+                related_request_id=ctx.request_id)
+            async with anyio.create_task_group() as following:
+                for task in followed:
+                    following.start_soon(self._follow, ctx, caller, task, meta)
+            return types.SubscriptionsListenResult(_meta=meta)
+        finally:
+            self._following[caller] -= len(followed)
+            if self._following[caller] <= 0:
+                del self._following[caller]
 
     async def _follow(self, ctx: ServerRequestContext, caller: Caller, task: str,
                       meta: dict[str, Any]) -> None:

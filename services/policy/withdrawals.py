@@ -2,7 +2,9 @@
 
 Who may withdraw is who proposed: the signature must prove the call's own principal sends it,
 by its own key or through a gateway that proposes for it (the same delegation rule as for
-proposals, ``shared.identity.delegation``), for the call's tenant, signed for this use. Anyone
+proposals, ``shared.identity.delegation``), for the call's tenant, signed for this use; and for
+a call a gateway proposed for a person, for that same person (another person behind the same
+agent, or the agent alone, is not the proposer). Anyone
 else's withdrawal, a forged or expired one, or one for a call no longer waiting is recorded as
 refused with its reason and changes nothing. The answer a refused withdrawal gets is the call's
 own outcome, unchanged: the record's sender reads that on its results topic like any answer.
@@ -46,7 +48,8 @@ def refusal(value: bytes, signatures: Sequence[bytes], principals: Principals,
     if stored is None or (stored.intent.tenant_id, stored.intent.run_id) != (
             withdrawal.tenant_id, withdrawal.run_id):
         return CALL_UNKNOWN
-    if stored.intent.principal_id != proposer.principal_id:
+    if (stored.intent.principal_id, stored.intent.person_id) != (proposer.principal_id,
+                                                                 proposer.person_id):
         return NOT_THE_PROPOSER
     if stored.outcome != "awaiting_approval":
         return NOT_AWAITING_APPROVAL

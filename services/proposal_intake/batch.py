@@ -95,7 +95,7 @@ def _read(intake: Intake, raw: RawProposal) -> _Record:
 
 
 def _outcomes(intake: Intake, record: _Record) -> Outcomes:
-    return intake.outcomes(record, record.raw, record.traceparent)
+    return intake.outcomes(record, record.raw, record.traceparent, record.proposer)
 
 
 async def _take_calls(intake: Intake, uow: UnitOfWork, records: list[_Record]) -> _Ledger:
@@ -163,7 +163,8 @@ class _Ledger:
         spent = cost[0] if cost else 0
         self._by_key[intent.operation_key] = {
             "logical_call_id": intent.logical_call_id, "arguments_hash": intent.arguments_hash,
-            "state": "VALIDATED", "run_id": intent.run_id, "principal_id": intent.principal_id}
+            "state": "VALIDATED", "run_id": intent.run_id, "principal_id": intent.principal_id,
+            "person_id": intent.person_id, "person_recorded": True}
         self._call_ids.add((key, proposal.provider_call_id))
         run["call_count"] += 1
         run["cost_spent_minor"] += spent

@@ -57,9 +57,10 @@ async def expire_keys(conn: asyncpg.Connection, retention: Mapping[str, int],
         "   LIMIT $3 FOR UPDATE OF c SKIP LOCKED) AS o LIMIT $3),"
         f" gone AS (DELETE FROM {SCHEMA}.logical_calls c USING old"
         " WHERE c.logical_call_id = old.logical_call_id RETURNING c.operation_key,"
-        " c.logical_call_id, c.tenant_id, c.run_id, c.tool_name, c.created_at, c.principal_id)"
+        " c.logical_call_id, c.tenant_id, c.run_id, c.tool_name, c.created_at, c.principal_id,"
+        " c.person_id, c.person_recorded)"
         f" INSERT INTO {SCHEMA}.expired_keys (operation_key, logical_call_id, tenant_id, run_id,"
-        " tool_name, proposed_at, principal_id) SELECT * FROM gone"
+        " tool_name, proposed_at, principal_id, person_id, person_recorded) SELECT * FROM gone"
         " ON CONFLICT (operation_key) DO NOTHING"
         " RETURNING tool_name",
         list(retention), [float(seconds) for seconds in retention.values()], limit)

@@ -101,10 +101,10 @@ class Intake:
     async def take(self, uow: UnitOfWork, raw: RawProposal) -> None:
         """One record, statement by statement: the reference ``take_all`` is held to
         (``tests/integration/test_intake_batches.py``)."""
-        outcomes = self.outcomes(uow, raw)
-        if (read := self.read(outcomes, raw)) is None:
+        if (read := self.read(self.outcomes(uow, raw), raw)) is None:
             return
         proposals, proposer = read
+        outcomes = self.outcomes(uow, raw, proposer=proposer)
         if (throttled := await rates.spend(
                 uow.connection, proposals[0].tenant_id, proposals[0].principal_id,
                 len(proposals), self._settings)) is not None:
@@ -116,8 +116,11 @@ class Intake:
         """A consumed batch in a constant number of statements (``batch.py``)."""
         await take_batch(self, uow, raws, self._settings)
 
-    def outcomes(self, sink: Sink, raw: RawProposal, traceparent: str | None = None) -> Outcomes:
-        return Outcomes(sink, raw.event_id, results_family=self._settings.results_family,
+    def outcomes(self, sink: Sink, raw: RawProposal, traceparent: str | None = None,
+                 proposer: Proposer | None = None) -> Outcomes:
+        """``proposer``: who the record's calls are for, once ``read`` has established it."""
+        return Outcomes(sink, raw.event_id, person_id=proposer.person_id if proposer else None,
+                        results_family=self._settings.results_family,
                         intake_topic=self._settings.intake_topic, traceparent=traceparent)
 
     def read(self, outcomes: Outcomes, raw: RawProposal

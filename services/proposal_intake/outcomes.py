@@ -29,11 +29,14 @@ class Sink(Protocol):
 
 
 class Outcomes:
-    def __init__(self, sink: Sink, proposal_id: uuid.UUID, *,
+    def __init__(self, sink: Sink, proposal_id: uuid.UUID, *, person_id: str | None = None,
                  results_family: str = AGENT_RESULTS, intake_topic: str = LEDGER_INTAKE,
                  traceparent: str | None = None) -> None:
-        """``traceparent``: the trace the events continue (else the current span's)."""
+        """``person_id``: the person the record's verified signature says its calls are for (a
+        gateway's ``person`` claim), told with every answer about them. ``traceparent``: the
+        trace the events continue (else the current span's)."""
         self._sink = sink
+        self._person_id = person_id
         self._traceparent = traceparent
         self._proposal_id = proposal_id
         self._results_family = results_family
@@ -58,21 +61,24 @@ class Outcomes:
         """Same key + same canonical arguments → the existing intent; other arguments → refused;
         an expired key → refused, naming the intent it was (its outcome stays readable by id).
 
-        All of that only to the principal that proposed the intent. Keys are tenant-wide, and a
-        key is often derivable from the arguments alone (``per_entity``), so another principal
-        of the tenant is refused ``operation_key_in_use`` whatever its arguments, naming
-        nothing: a duplicate would hand it the intent's id, and its client would follow the
-        intent to its settled result, which the policy never judged it may see. A tombstone
-        written before tombstones kept their proposer names its intent to no one."""
-        proposer = existing.get("principal_id")
-        if (expired_at := existing.get("expired_at")) is not None and proposer is None:
+        All of that only to whoever proposed the intent: its principal, and the person a
+        gateway proposed it for. Keys are tenant-wide, and a key is often derivable from the
+        arguments alone (``per_entity``), so another principal of the tenant, or another person
+        behind the same agent, is refused ``operation_key_in_use`` whatever its arguments,
+        naming nothing: a duplicate would hand it the intent's id, and its client would follow
+        the intent to its settled result, which the policy never judged it may see. A tombstone
+        written before tombstones kept their proposer names its intent to no one; an intent
+        recorded before persons were (migration 0007) is answered by its principal alone."""
+        if (expired_at := existing.get("expired_at")) is not None and existing.get(
+                "principal_id") is None:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
                           f"this operation key named an intent whose record expired at "
                           f"{expired_at.isoformat()}; it is never executed again", named)
-        elif proposer != proposal.principal_id:
+        elif not self._proposed(proposal, existing):
             self.rejected(proposal, IntakeReason.OPERATION_KEY_IN_USE,
-                          "this operation key names an intent another principal proposed; it "
-                          "takes effect once, and only its proposer is told its outcome", named)
+                          "this operation key names an intent another principal (or another "
+                          "person through the same agent) proposed; it takes effect once, and "
+                          "only its proposer is told its outcome", named)
         elif expired_at is not None:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
                           f"this operation key named intent {existing['logical_call_id']}, whose "
@@ -84,6 +90,12 @@ class Outcomes:
         else:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
                           "this operation key already names an intent with other arguments", named)
+
+    def _proposed(self, proposal: ToolCallProposal, existing) -> bool:
+        """Whether ``existing`` is the intent of ``proposal``'s principal and, unless it was
+        recorded before persons were, of this record's person."""
+        return existing.get("principal_id") == proposal.principal_id and (
+            not existing.get("person_recorded") or existing.get("person_id") == self._person_id)
 
     @contextmanager
     def refusing_failures(self, proposal: ToolCallProposal, named: Named) -> Iterator[None]:
@@ -141,7 +153,8 @@ class Outcomes:
         return ProposalOutcome(outcome=outcome, run_id=proposal.run_id,
                                call_id=proposal.provider_call_id, proposal_id=self._proposal_id,
                                provider=proposal.provider, tenant_id=proposal.tenant_id,
-                               principal_id=proposal.principal_id, **fields)
+                               principal_id=proposal.principal_id, person_id=self._person_id,
+                               **fields)
 
     def _emit(self, event_type: str, tenant_id: str, run_id: str, for_agent: dict,
               for_ledger: dict | None) -> None:

@@ -108,7 +108,7 @@ async def call_by_operation_key(conn: asyncpg.Connection, key: str) -> dict | No
 
 
 NAMED = ("logical_call_id", "arguments_hash", "state", "run_id", "operation_key", "tenant_id",
-         "provider_call_id", "principal_id", "expired_at")
+         "provider_call_id", "principal_id", "person_id", "person_recorded", "expired_at")
 """The columns of an intent ``runs_and_calls_named`` finds, in their order."""
 
 
@@ -133,14 +133,16 @@ async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], key
         f"  FROM {_runs_locked('$1', '$2')}) AS runs,"
         f" ARRAY(SELECT ROW({', '.join(NAMED)}) FROM ("
         "  SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id,"
-        "   provider_call_id, principal_id, NULL::timestamptz AS expired_at"
+        "   provider_call_id, principal_id, person_id, person_recorded,"
+        "   NULL::timestamptz AS expired_at"
         f"   FROM {SCHEMA}.logical_calls WHERE operation_key = ANY($3::text[])"
         "  UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key,"
-        f"   c.tenant_id, c.provider_call_id, c.principal_id, NULL FROM {SCHEMA}.logical_calls c"
+        "   c.tenant_id, c.provider_call_id, c.principal_id, c.person_id, c.person_recorded, NULL"
+        f"   FROM {SCHEMA}.logical_calls c"
         "   JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, run_id, provider_call_id)"
         "   USING (tenant_id, run_id, provider_call_id)"
         "  UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL,"
-        f"   principal_id, expired_at FROM {SCHEMA}.expired_keys"
+        f"   principal_id, person_id, person_recorded, expired_at FROM {SCHEMA}.expired_keys"
         "   WHERE operation_key = ANY($3::text[])"
         " ) AS named) AS calls",
         *_run_arrays(runs), keys, [run.tenant_id for run, _ in call_ids],
@@ -159,7 +161,7 @@ async def insert_intent(conn: asyncpg.Connection, intent: Intent, cost_minor: in
 
 _INTENT_COLUMNS = ("logical_call_id", "operation_key", "run_id", "provider", "provider_call_id",
                    "tool_name", "tool_version", "arguments_hash", "canonical_arguments",
-                   "principal_id", "tenant_id")
+                   "principal_id", "tenant_id", "person_id")
 _INTENT_TYPES = {"logical_call_id": "uuid", "canonical_arguments": "jsonb"}
 
 
@@ -175,8 +177,8 @@ def _intents_inserted(first: int) -> str:
     arrays = ", ".join(f"${n}::{_INTENT_TYPES.get(column, 'text')}[]"
                        for n, column in enumerate(_INTENT_COLUMNS, first))
     columns = ", ".join(_INTENT_COLUMNS)
-    return (f"INSERT INTO {SCHEMA}.logical_calls ({columns}, state, version) "
-            f"SELECT {columns}, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
+    return (f"INSERT INTO {SCHEMA}.logical_calls ({columns}, person_recorded, state, version) "
+            f"SELECT {columns}, true, 'VALIDATED', 1 FROM unnest({arrays}) WITH ORDINALITY AS u({columns}, n)"
             f" WHERE NOT EXISTS (SELECT 1 FROM {SCHEMA}.expired_keys e"
             " WHERE e.operation_key = u.operation_key)"
             " ORDER BY n ON CONFLICT DO NOTHING RETURNING 1")

@@ -110,8 +110,9 @@ _INTAKE_REASON = {
                              "longer keeps (the tool's ledger_key_retention_seconds); it is never "
                              "executed again: logical_call_id names that intent to the "
                              "principal that proposed it",
-    "operation_key_in_use": "the operation key names an intent another principal proposed: it "
-                            "takes effect once, and only its proposer is told what it came to",
+    "operation_key_in_use": "the operation key names an intent another principal (or another "
+                            "person through the same agent) proposed: it takes effect once, and "
+                            "only its proposer is told what it came to",
     "provider_call_id_reused": "the provider call id already names another intent in this run",
     "run_deadline_passed": "the run's deadline has passed",
     "run_principal_mismatch": "the run belongs to another principal",

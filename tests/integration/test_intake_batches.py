@@ -35,17 +35,26 @@ async def intake(pool) -> Intake:
     return Intake(load_registry(REGISTRY), settings, PrincipalsWatcher(settings.principals_file))
 
 
-def _signed(message: dict) -> RawProposal:
+def _signed(message: dict, person: str | None = None) -> RawProposal:
+    """Signed by the principal the body names, or with ``person`` by the MCP gateway for it."""
     value = json.dumps(message).encode()
-    return RawProposal(uuid.uuid4(), value, signatures=(signature(value),))
+    signed = signature(value) if person is None else signature(
+        value, "mcp-gateway", agent=message["principal_id"], person=person)
+    return RawProposal(uuid.uuid4(), value, signatures=(signed,))
 
 
-def _mixed(runs: list[str]) -> list[dict]:
+def _mixed(runs: list[str]) -> list[RawProposal]:
     """Every way a call is answered that depends on the calls before it in the batch."""
     budget, deadline = {"budget": {"max_calls": 2}}, {"deadline_at": "2020-01-01T00:00:00Z"}
-    first, second, late, others = runs
+    first, second, late, others, people = runs
     first_key = generic(first, operation_key="k1")["operation_key"]
-    return [generic(first, "c1", operation_key="k1", **budget),
+
+    def for_person(call: str, person: str | None) -> RawProposal:
+        """agent-7's call under one key, through the gateway for ``person`` (None: itself)."""
+        return _signed(generic(people, call, operation_key="kp", principal_id="agent-7"), person)
+
+    return [_signed(m) for m in [
+            generic(first, "c1", operation_key="k1", **budget),
             generic(first, "c2", operation_key="k1"),  # same key, same arguments: duplicate
             generic(first, "c3", operation_key="k1", arguments=OTHER_ARGUMENTS),  # conflict
             generic(first, "c4", operation_key="k4"),
@@ -59,7 +68,10 @@ def _mixed(runs: list[str]) -> list[dict]:
             generic(others, "c1", operation_key=None, principal_id="mallory") | {
                 "operation_key": first_key},
             generic(others, "c2", operation_key=None, principal_id="mallory",
-                    arguments=OTHER_ARGUMENTS) | {"operation_key": first_key}]
+                    arguments=OTHER_ARGUMENTS) | {"operation_key": first_key}]] + [
+        # the people behind one agent: a person's retry, another person, the agent itself
+        for_person("c1", "finance:a"), for_person("c2", "finance:a"),
+        for_person("c3", "finance:b"), for_person("c4", None)]
 
 
 async def _answers(pool, runs: list[str]) -> list[tuple]:
@@ -68,8 +80,8 @@ async def _answers(pool, runs: list[str]) -> list[tuple]:
         f"SELECT topic, partition_key, envelope->>'event_type' AS kind, envelope->'payload' AS p "
         f"FROM {SCHEMA}.outbox WHERE partition_key = ANY($1) ORDER BY position", runs)
     return [(row["topic"], runs.index(row["partition_key"]), row["kind"],
-             json.loads(row["p"]).get("call_id"), json.loads(row["p"]).get("reason_code"),
-             json.loads(row["p"]).get("outcome")) for row in rows]
+             *(json.loads(row["p"]).get(field) for field in (
+                 "call_id", "reason_code", "outcome", "person_id"))) for row in rows]
 
 
 async def _rows(pool, runs: list[str]) -> list[tuple]:
@@ -82,19 +94,24 @@ async def _rows(pool, runs: list[str]) -> list[tuple]:
 
 
 async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, intake):
-    together, one_by_one = [new_run() for _ in range(4)], [new_run() for _ in range(4)]
+    together, one_by_one = [new_run() for _ in range(5)], [new_run() for _ in range(5)]
     async with UnitOfWork(pool, SCHEMA) as uow:
-        await intake.take_all(uow, [_signed(m) for m in _mixed(together)])
+        await intake.take_all(uow, _mixed(together))
         await uow.commit()
-    for message in _mixed(one_by_one):
+    for raw in _mixed(one_by_one):
         async with UnitOfWork(pool, SCHEMA) as uow:
-            await intake.take(uow, _signed(message))
+            await intake.take(uow, raw)
             await uow.commit()
 
     expected = await _answers(pool, one_by_one)
     assert {kind for _, _, kind, *_ in expected} == {
         "ProposalAccepted", "DuplicateProposal", "ProposalRejected"}
-    assert {reason for _, run, _, _, reason, _ in expected if run == 3} == {"operation_key_in_use"}
+    assert {reason for _, run, _, _, reason, *_ in expected if run == 3} == {
+        "operation_key_in_use"}
+    assert [(call, reason or outcome, person) for topic, run, _, call, reason, outcome, person
+            in expected if run == 4 and topic == "agent.results.acme"] == [
+        ("c1", "accepted", "finance:a"), ("c2", "duplicate", "finance:a"),
+        ("c3", "operation_key_in_use", "finance:b"), ("c4", "operation_key_in_use", None)]
     assert await _answers(pool, together) == expected
     assert await _rows(pool, together) == await _rows(pool, one_by_one) != []
 
@@ -146,7 +163,7 @@ async def test_a_batch_that_loses_a_key_race_is_taken_again_and_answers_duplicat
     await batch()
 
     answers = await _answers(pool, [first_run, second_run, bystander])
-    agent = [(run, kind, reason) for topic, run, kind, _, reason, _ in answers
+    agent = [(run, kind, reason) for topic, run, kind, _, reason, *_ in answers
              if topic == "agent.results.acme"]
     assert agent == [(0, "ProposalAccepted", None), (2, "ProposalAccepted", None),
                      (1, expected, None if same_arguments else "operation_key_conflict")]

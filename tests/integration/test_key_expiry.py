@@ -102,7 +102,8 @@ async def test_a_key_past_its_retention_is_refused_never_taken_again(pool, endpo
     tombstone = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.expired_keys WHERE operation_key = $1",
                                     first["call-0"]["operation_key"])
     assert str(tombstone["logical_call_id"]) == first["call-0"]["logical_call_id"]
-    assert tombstone["principal_id"] == "user-42"
+    assert (tombstone["principal_id"], tombstone["person_id"], tombstone["person_recorded"]) == (
+        "user-42", None, True), "the tombstone keeps who proposed it, for no person"
     assert tombstone["expired_at"] - tombstone["proposed_at"] >= timedelta(seconds=RETENTION_S)
 
 

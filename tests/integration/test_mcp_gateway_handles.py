@@ -1,8 +1,10 @@
 """A handle is the caller's JSON, every field of it: the MCP gateway answers a caller about a
 handle only through the intake's answer to that handle's record, and only when that answer
-names the caller. Each test is one principal's attack on another's call of the same tenant,
-on real Kafka: the answers are written to the tenant's results topic as the relay writes them
-(``Calls.fetch`` reads nothing else), and the attacker asks as the gateway asks for it."""
+names the caller: its principal, and the person a gateway proposed for. Each test is one
+caller's attack on another's call of the same tenant (another principal, or another person
+behind the same agent), on real Kafka: the answers are written to the tenant's results topic
+as the relay writes them (``Calls.fetch`` reads nothing else), and the attacker asks as the
+gateway asks for it."""
 
 from __future__ import annotations
 
@@ -49,20 +51,27 @@ class Ledger:
     async def __aexit__(self, *exc: object) -> None:
         await self.producer.stop()
 
-    async def settled_call(self, principal: str, call_id: str, balance: int) -> Handle:
-        """A call of ``principal``'s in this run, answered and settled SUCCEEDED: the handle
-        its own caller was given."""
-        handle = await self.answered_call(principal, call_id)
+    async def settled_call(self, principal: str, call_id: str, balance: int,
+                           person: str | None = None) -> Handle:
+        """A call of ``principal``'s in this run (for ``person``), answered and settled
+        SUCCEEDED: the handle its own caller was given."""
+        handle = await self.answered_call(principal, call_id, person)
         await self.settle(handle, balance)
         return handle
 
-    async def answered_call(self, principal: str, call_id: str) -> Handle:
-        """A call of ``principal``'s in this run, accepted by the intake, not settled yet."""
+    async def answered_call(self, principal: str, call_id: str, person: str | None = None, *,
+                            persons_told: bool = True) -> Handle:
+        """A call of ``principal``'s in this run (for ``person``), accepted by the intake, not
+        settled yet; answered without ``person_id`` at all unless ``persons_told`` (an intake
+        from before answers told persons)."""
         proposal, intent = uuid.uuid4(), uuid.uuid4()
         accepted = ProposalOutcome(outcome="accepted", run_id=self.run, call_id=call_id,
                                    proposal_id=proposal, tenant_id=self.tenant,
-                                   principal_id=principal, logical_call_id=intent)
-        at = await self._put("ProposalAccepted", accepted.model_dump(mode="json"))
+                                   principal_id=principal, person_id=person,
+                                   logical_call_id=intent).model_dump(mode="json")
+        if not persons_told:
+            del accepted["person_id"]
+        at = await self._put("ProposalAccepted", accepted)
         return Handle(tenant_id=self.tenant, run_id=self.run, call_id=call_id,
                       proposal_id=proposal, logical_call_id=intent, partition=_partition(self.run),
                       offset=at)
@@ -202,3 +211,35 @@ async def test_the_callers_own_duplicate_in_another_run_is_answered_with_its_int
     assert (outcome.status, outcome.result) == ("succeeded", {"balance_minor": 4_242})
     assert outcome.answer is not None and outcome.ledger_status == "SUCCEEDED"
     assert outcome.answer.outcome == "duplicate"
+
+
+async def test_the_people_behind_one_agent_read_their_own_calls_only(endpoints, gateway_calls):
+    """A token issued to a person through an agent client proposes as the agent for the person
+    (``agents_from_client_ids``): another person behind the same agent, or the agent itself,
+    holding a copy of the handle is refused on the intake's answer, which names the person;
+    the person is answered."""
+    async with Ledger(endpoints.kafka_bootstrap) as ledger:
+        alices = await ledger.settled_call("desk-agent", "c-alice", balance=4_242,
+                                           person="finance:a")
+        refused = []
+        for other in ("finance:b", None):
+            with pytest.raises(NotTheCallers):
+                await gateway_calls.fetch(Caller("desk-agent", ledger.tenant, other), alices)
+            refused.append(other)
+        own = await gateway_calls.fetch(Caller("desk-agent", ledger.tenant, "finance:a"), alices)
+    assert refused == ["finance:b", None]
+    assert (own.status, own.result) == ("succeeded", {"balance_minor": 4_242})
+
+
+async def test_a_handle_answered_before_answers_told_persons_stays_its_principals(
+        endpoints, gateway_calls):
+    """A rolling upgrade: a call answered by an intake that did not yet write ``person_id`` is
+    judged by its principal alone, as it was then, so a person's handle from before the
+    upgrade is still answered (and another principal's copy still refused)."""
+    async with Ledger(endpoints.kafka_bootstrap) as ledger:
+        older = await ledger.answered_call("desk-agent", "c-alice", persons_told=False)
+        await ledger.settle(older, balance=17)
+        with pytest.raises(NotTheCallers):
+            await gateway_calls.fetch(Caller("stocker", ledger.tenant), older, SHORT_S)
+        own = await gateway_calls.fetch(Caller("desk-agent", ledger.tenant, "finance:a"), older)
+    assert (own.status, own.result) == ("succeeded", {"balance_minor": 17})

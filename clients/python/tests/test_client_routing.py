@@ -10,6 +10,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from intentledger_client.contracts import (ProposalOutcome, ToolCallAwaitingApproval,
                                            ToolCallSettled)
 from intentledger_client.outcomes import Handle
@@ -308,22 +310,31 @@ async def test_a_settled_state_with_no_status_at_all_is_nobodys_answer() -> None
     assert (await call.wait(timeout=0.05)).status == "pending"
 
 
-def resumed_by(routes: Router, proposer: str) -> tuple[Call, uuid.UUID]:
-    """A handle read back by a service answering ``proposer`` about it (``Client.wait``'s
-    ``proposer``: the handle's intent is not trusted, so it names none)."""
+def resumed_by(routes: Router, proposer: str, person: str | None = None
+               ) -> tuple[Call, uuid.UUID]:
+    """A handle read back by a service answering ``proposer`` (for ``person``) about it
+    (``Client.wait``'s ``proposer``: the handle's intent is not trusted, so it names none)."""
     proposal = uuid.uuid4()
     call = Call(Handle(tenant_id="acme", run_id=RUN, call_id=CALL, proposal_id=proposal,
-                       partition=1, offset=35), settle=True, proposer=proposer)
+                       partition=1, offset=35), settle=True, proposer=proposer, person=person)
     routes.register(call)
     return call, proposal
 
 
-async def test_a_call_waiting_for_its_proposers_answer_is_done_and_foreign_on_anothers() -> None:
-    """``Client.wait(proposer=...)``: an answer naming another principal ends the wait at once,
-    and the intent it names is not followed."""
+@pytest.mark.parametrize(("asker", "proposed_by"), [
+    (("agent-b", None), ("agent-a", None)),  # another principal
+    (("agent-b", "bob"), ("agent-b", "alice")),  # another person behind the same agent
+    (("agent-b", "bob"), ("agent-b", None)),  # the agent's own call, or one from before persons
+    (("agent-b", None), ("agent-b", "alice")),  # a person's call, asked about by the agent alone
+])
+async def test_a_call_waiting_for_its_proposers_answer_is_done_and_foreign_on_anothers(
+        asker: tuple[str, str | None], proposed_by: tuple[str, str | None]) -> None:
+    """``Client.wait(proposer=..., person=...)``: an answer naming another principal, or
+    another person, ends the wait at once, and the intent it names is not followed."""
     routes = router()
-    call, proposal = resumed_by(routes, "agent-b")
-    routes.route(40, answer(proposal=proposal, principal_id="agent-a"))
+    call, proposal = resumed_by(routes, *asker)
+    routes.route(40, answer(proposal=proposal, principal_id=proposed_by[0],
+                            person_id=proposed_by[1]))
     routes.route(41, settled("SUCCEEDED", result={"balance_minor": 4242}))
     outcome = await call.wait(timeout=1)
     assert call.foreign and (outcome.status, outcome.answer, outcome.settled) == (
@@ -334,10 +345,25 @@ async def test_a_call_waiting_for_its_proposers_answer_follows_the_intent_that_a
         ) -> None:
     routes = router()
     routes.route(39, settled("SUCCEEDED", intent=uuid.uuid4(), result={"balance_minor": 4242}))
-    call, proposal = resumed_by(routes, "agent-b")
-    routes.route(40, answer(proposal=proposal, principal_id="agent-b"))
+    call, proposal = resumed_by(routes, "agent-b", "bob")
+    routes.route(40, answer(proposal=proposal, principal_id="agent-b", person_id="bob"))
     routes.route(41, settled("SUCCEEDED", result={"balance_minor": 17}))
     outcome = await call.wait(timeout=1)
     assert not call.foreign and (outcome.status, outcome.result) == (
         "succeeded", {"balance_minor": 17})
     assert outcome.answer is not None and outcome.handle.logical_call_id == INTENT
+
+
+async def test_an_answer_from_before_persons_were_told_is_judged_by_its_principal_alone(
+        ) -> None:
+    """A handle of a call answered by an intake that did not yet write ``person_id`` (an
+    upgrade): the person's own handle stays readable, as it was before the upgrade."""
+    routes = router()
+    call, proposal = resumed_by(routes, "agent-b", "bob")
+    older = json.loads(answer(proposal=proposal, principal_id="agent-b"))
+    del older["payload"]["person_id"]
+    routes.route(40, json.dumps(older).encode())
+    routes.route(41, settled("SUCCEEDED", result={"balance_minor": 17}))
+    outcome = await call.wait(timeout=1)
+    assert not call.foreign and (outcome.status, outcome.result) == (
+        "succeeded", {"balance_minor": 17})

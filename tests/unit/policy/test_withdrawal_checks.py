@@ -40,10 +40,27 @@ def checked(record: CallWithdrawal, signer: str = "agent-7", *, signed_for: str 
     return refusal(value, (token,) * signatures, PRINCIPALS, record, stored)
 
 
+def for_person(person: str) -> StoredDecision:
+    """The waiting call, as a gateway proposed it for ``person``."""
+    return replace(WAITING, intent=INTENT.model_copy(update={"person_id": person}))
+
+
 def test_the_calls_own_agent_withdraws_it_itself_or_through_its_gateway():
     assert checked(withdrawal()) is None
     assert checked(withdrawal(), "mcp-gateway", agent="agent-7") is None
-    assert checked(withdrawal(), "mcp-gateway", agent="agent-7", person="finance:a") is None
+    assert checked(withdrawal(), "mcp-gateway", agent="agent-7", person="finance:a",
+                   stored=for_person("finance:a")) is None
+
+
+@pytest.mark.parametrize(("stored", "claims"), [
+    (for_person("finance:b"), {"agent": "agent-7", "person": "finance:a"}),  # another person
+    (for_person("finance:a"), {"agent": "agent-7"}),  # the agent, for no person
+    (WAITING, {"agent": "agent-7", "person": "finance:a"}),  # a person, for the agent's own call
+])
+def test_a_call_proposed_for_a_person_is_withdrawn_by_that_person_only(stored, claims):
+    """The people behind one agent client share its principal: the person the call was
+    proposed for is part of who proposed it."""
+    assert checked(withdrawal(), "mcp-gateway", stored=stored, **claims) == NOT_THE_PROPOSER
 
 
 @pytest.mark.parametrize(("record", "options", "code"), [

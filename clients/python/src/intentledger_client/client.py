@@ -156,7 +156,8 @@ class Client:
                 self._router.unregister(call)
 
     async def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S, *,
-                   settle: bool = True, proposer: str | None = None) -> Outcome:
+                   settle: bool = True, proposer: str | None = None,
+                   person: str | None = None) -> Outcome:
         """The outcome of a call proposed earlier, by this process or another (a ``Handle``
         read back from JSON): its answers are read again from where the handle says. With
         ``settle=False``, as soon as the intake's answer is read (who proposed it, and the
@@ -164,10 +165,11 @@ class Client:
 
         ``proposer``: for a service that answers others about handles they hand it (the MCP
         gateway), every field of which is their word. The call is answered only through the
-        intake's answer to the handle's record, and only if that answer names ``proposer``:
-        the intent (and the run its states are on) is followed as that answer names it, never
-        as the handle says, and an answer naming another principal raises ``NotTheProposer``
-        as soon as it is read."""
+        intake's answer to the handle's record, and only if that answer names ``proposer``
+        and ``person`` (the person a gateway proposed for; None: a call proposed for no
+        person): the intent (and the run its states are on) is followed as that answer names
+        it, never as the handle says, and an answer naming another principal or another person
+        raises ``NotTheProposer`` as soon as it is read."""
         if handle.tenant_id != self.tenant_id:
             raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client reads "
                              f"{self.tenant_id!r}'s answers only")
@@ -175,7 +177,7 @@ class Client:
             return outcome_of(handle, None, None)
         if proposer is not None:
             handle = handle.model_copy(update={"logical_call_id": None, "intent_run_id": None})
-        call = Call(handle, settle=settle, proposer=proposer)
+        call = Call(handle, settle=settle, proposer=proposer, person=person)
         self._router.register(call)
         try:
             await self._results.place([call], look_back_from=handle.offset)
@@ -183,7 +185,8 @@ class Client:
         finally:
             self._router.unregister(call)
         if call.foreign:
-            raise NotTheProposer(f"the call was proposed by another principal than {proposer!r}")
+            raise NotTheProposer(f"the call is not one {proposer!r} proposed"
+                                 + (f" for {person!r}" if person is not None else ""))
         return outcome
 
     async def _send(self, run_id: str, message: dict[str, Any], calls: list[Call]) -> None:

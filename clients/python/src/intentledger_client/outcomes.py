@@ -62,8 +62,9 @@ class Handle(BaseModel):
 
 
 class NotTheProposer(ValueError):
-    """``Client.wait(handle, proposer=...)``: the intake's answer to the handle's record names
-    another principal as the call's proposer."""
+    """``Client.wait(handle, proposer=..., person=...)``: the intake's answer to the handle's
+    record names another principal as the call's proposer, or another person it was proposed
+    for."""
 
 
 class Outcome(BaseModel):

@@ -40,12 +40,15 @@ class Call:
     """One proposed call, waiting. Its state is the one announced at the highest offset (the
     latest), whether read live or while catching up: awaiting approval, then settled."""
 
-    def __init__(self, handle: Handle, *, settle: bool, proposer: str | None = None) -> None:
+    def __init__(self, handle: Handle, *, settle: bool, proposer: str | None = None,
+                 person: str | None = None) -> None:
         """``proposer``: the answer counts only if it names this principal as the call's
-        proposer; one naming another makes the call ``foreign`` (and done), following nothing."""
+        proposer, and ``person`` as the person it was proposed for (None: for no person); one
+        naming another makes the call ``foreign`` (and done), following nothing."""
         self.handle = handle
         self.settle = settle
         self.proposer = proposer
+        self.person = person
         self.foreign = False
         self.answer: ProposalOutcome | None = None
         self.state: Announcement | None = None
@@ -82,7 +85,7 @@ class Call:
             return False
         if answer.proposal_id != self.handle.proposal_id or self.answer is not None:
             return False
-        if self.proposer is not None and answer.principal_id != self.proposer:
+        if self.proposer is not None and not self._proposed(answer):
             self.foreign = True
             self._changed.set()
             return False
@@ -94,6 +97,13 @@ class Call:
                 "offset": 0 if answer.outcome == "duplicate" else self.handle.offset})
         self._changed.set()
         return answer.logical_call_id is not None
+
+    def _proposed(self, answer: ProposalOutcome) -> bool:
+        """Whether the answer names this call's proposer and person. An answer with no
+        ``person_id`` at all was written by an intake from before persons were told (a handle
+        older than that upgrade): its principal alone decides, as it did then."""
+        return answer.principal_id == self.proposer and (
+            "person_id" not in answer.model_fields_set or answer.person_id == self.person)
 
     def take_state(self, offset: int, state: Announcement) -> None:
         if offset > max(self.handle.settled_after, self._state_at) and not _stale(self.state,

@@ -77,8 +77,10 @@ class SyncClient:
         return self._run(self._client.submit(run_id, message, call_ids, **options))
 
     def wait(self, handle: Handle, timeout: float = DEFAULT_WAIT_S, *,
-             settle: bool = True, proposer: str | None = None) -> Outcome:
-        return self._run(self._client.wait(handle, timeout, settle=settle, proposer=proposer))
+             settle: bool = True, proposer: str | None = None,
+             person: str | None = None) -> Outcome:
+        return self._run(self._client.wait(handle, timeout, settle=settle, proposer=proposer,
+                                           person=person))
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         if not self._thread.is_alive():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -70,7 +71,7 @@ class Calls:
                 handle, timeout=wait or self._wait_s, proposer=caller.principal_id,
                 person=caller.person_id))
         except NotTheProposer:
-            raise NotTheCallers("a handle of another principal's call") from None
+            raise NotTheCallers("a handle of another principal's (or person's) call") from None
 
     async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
         """``intentledger.outcome``: the answer for the handle of a pending answer."""
@@ -100,11 +101,15 @@ class Calls:
 
 def run_for(caller: Caller, key: str | None) -> str:
     """One run per caller (and person) and operation key (a fresh one without a key): a retry
-    joins the run of its original, whose answers its client reads."""
+    joins the run of its original, whose answers its client reads. A caller with no person
+    keeps the form runs were named in before persons were (its retries after that upgrade
+    still join their originals' runs); with a person, each name is a field of its own, so no
+    key of the agent's spells a person's run."""
     if key is None:
         return f"mcp-{uuid.uuid4().hex}"
-    person = "" if caller.person_id is None else f"\0{caller.person_id}"
-    digest = hashlib.sha256(f"{caller.tenant_id}\0{caller.principal_id}\0{key}{person}".encode())
+    named = (f"{caller.tenant_id}\0{caller.principal_id}\0{key}" if caller.person_id is None
+             else json.dumps([caller.tenant_id, caller.principal_id, caller.person_id, key]))
+    digest = hashlib.sha256(named.encode())
     return f"mcp-{digest.hexdigest()[:32]}"
 
 

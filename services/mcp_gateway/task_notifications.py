@@ -60,21 +60,36 @@ class TaskNotifications:
             tasks.required(params.meta)
         own = [task for task in dict.fromkeys(requested) if _callers(caller, task)]
         followed = own[:max(0, self._max_tasks - self._following[caller])]
-        self._following[caller] += len(followed)
+        held = set(followed)
+        """The followed tasks still counted against the caller's bound: each until it ends."""
+        self._following[caller] += len(held)
+
+        async def follow(task: str) -> None:
+            try:
+                await self._follow(ctx, caller, task, meta)
+            finally:
+                self._release(caller, held, [task])
+
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         try:
-            meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
             await ctx.session.send_notification(types.SubscriptionsAcknowledgedNotification(
                 params=types.SubscriptionsAcknowledgedNotificationParams(
                     notifications=types.SubscriptionFilter(**{TASK_IDS: followed}), _meta=meta)),
                 related_request_id=ctx.request_id)
             async with anyio.create_task_group() as following:
                 for task in followed:
-                    following.start_soon(self._follow, ctx, caller, task, meta)
+                    following.start_soon(follow, task)
             return types.SubscriptionsListenResult(_meta=meta)
-        finally:
-            self._following[caller] -= len(followed)
-            if self._following[caller] <= 0:
-                del self._following[caller]
+        finally:  # a task never started (the stream closed first) is released here
+            self._release(caller, held, list(held))
+
+    def _release(self, caller: Caller, held: set[str], ended: list[str]) -> None:
+        for task in ended:
+            if task in held:
+                held.discard(task)
+                self._following[caller] -= 1
+        if self._following[caller] <= 0:
+            del self._following[caller]
 
     async def _follow(self, ctx: ServerRequestContext, caller: Caller, task: str,
                       meta: dict[str, Any]) -> None:

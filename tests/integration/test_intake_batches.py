@@ -86,11 +86,12 @@ async def _answers(pool, runs: list[str]) -> list[tuple]:
 
 async def _rows(pool, runs: list[str]) -> list[tuple]:
     found = await pool.fetch(
-        f"SELECT r.run_id, r.call_count, r.cost_spent_minor, count(c.*) AS intents "
-        f"FROM {SCHEMA}.runs r LEFT JOIN {SCHEMA}.logical_calls c USING (tenant_id, run_id) "
+        f"SELECT r.run_id, r.call_count, r.cost_spent_minor, count(c.*) AS intents,"
+        " array_agg((c.person_id, c.person_recorded)::text ORDER BY c.provider_call_id) AS persons"
+        f" FROM {SCHEMA}.runs r LEFT JOIN {SCHEMA}.logical_calls c USING (tenant_id, run_id) "
         "WHERE r.run_id = ANY($1) GROUP BY r.run_id, r.call_count, r.cost_spent_minor", runs)
     return sorted((runs.index(row["run_id"]), row["call_count"], row["cost_spent_minor"],
-                   row["intents"]) for row in found)
+                   row["intents"], tuple(row["persons"])) for row in found)
 
 
 async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, intake):
@@ -114,6 +115,43 @@ async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, inta
         ("c3", "operation_key_in_use", "finance:b"), ("c4", "operation_key_in_use", None)]
     assert await _answers(pool, together) == expected
     assert await _rows(pool, together) == await _rows(pool, one_by_one) != []
+
+
+async def test_a_committed_intent_is_answered_by_its_person_and_an_older_one_by_its_principal(
+        pool, intake):
+    """Under a key whose intent is committed already, through the set-wise path and the
+    record-by-record one alike: its person's retry is its duplicate, another person behind the
+    same agent is refused ``operation_key_in_use``. An intent recorded before the intake kept
+    persons (migration 0007: ``person_recorded`` false) is answered by its principal alone, as
+    it was then."""
+    people, older = new_run(), new_run()
+
+    def call(run: str, name: str, person: str) -> RawProposal:
+        return _signed(generic(run, name, operation_key="kp", principal_id="agent-7"), person)
+
+    async def taken(*raws: RawProposal, one_by_one: bool = False) -> None:
+        async with UnitOfWork(pool, SCHEMA) as uow:
+            if one_by_one:
+                for raw in raws:
+                    await intake.take(uow, raw)
+            else:
+                await intake.take_all(uow, list(raws))
+            await uow.commit()
+
+    await taken(call(people, "c1", "finance:a"), call(older, "c1", "finance:a"))
+    await pool.execute(f"UPDATE {SCHEMA}.logical_calls SET person_id = NULL,"
+                       " person_recorded = false WHERE run_id = $1", older)
+    await taken(call(people, "c2", "finance:a"), call(people, "c3", "finance:b"),
+                call(older, "c2", "finance:b"))
+    await taken(call(people, "c4", "finance:a"), call(people, "c5", "finance:b"),
+                call(older, "c3", "finance:b"), one_by_one=True)
+
+    answers = await _answers(pool, [people, older])
+    assert [(run, call, reason or outcome) for topic, run, _, call, reason, outcome, _ in answers
+            if topic == "agent.results.acme"] == [
+        (0, "c1", "accepted"), (1, "c1", "accepted"),
+        (0, "c2", "duplicate"), (0, "c3", "operation_key_in_use"), (1, "c2", "duplicate"),
+        (0, "c4", "duplicate"), (0, "c5", "operation_key_in_use"), (1, "c3", "duplicate")]
 
 
 async def _statements(pool, intake: Intake, messages: list[dict]) -> int:

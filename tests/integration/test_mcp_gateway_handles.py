@@ -221,13 +221,10 @@ async def test_the_people_behind_one_agent_read_their_own_calls_only(endpoints, 
     async with Ledger(endpoints.kafka_bootstrap) as ledger:
         alices = await ledger.settled_call("desk-agent", "c-alice", balance=4_242,
                                            person="finance:a")
-        refused = []
         for other in ("finance:b", None):
             with pytest.raises(NotTheCallers):
                 await gateway_calls.fetch(Caller("desk-agent", ledger.tenant, other), alices)
-            refused.append(other)
         own = await gateway_calls.fetch(Caller("desk-agent", ledger.tenant, "finance:a"), alices)
-    assert refused == ["finance:b", None]
     assert (own.status, own.result) == ("succeeded", {"balance_minor": 4_242})
 
 

@@ -324,7 +324,7 @@ def resumed_by(routes: Router, proposer: str, person: str | None = None
 @pytest.mark.parametrize(("asker", "proposed_by"), [
     (("agent-b", None), ("agent-a", None)),  # another principal
     (("agent-b", "bob"), ("agent-b", "alice")),  # another person behind the same agent
-    (("agent-b", "bob"), ("agent-b", None)),  # the agent's own call, or one from before persons
+    (("agent-b", "bob"), ("agent-b", None)),  # the agent's own call, for no person
     (("agent-b", None), ("agent-b", "alice")),  # a person's call, asked about by the agent alone
 ])
 async def test_a_call_waiting_for_its_proposers_answer_is_done_and_foreign_on_anothers(

@@ -54,8 +54,9 @@ class ProposalOutcome(BaseModel):
     principal_id: str | None = Field(default=None, description="Who proposed; null as above.")
     person_id: str | None = Field(default=None, description=(
         "The person a gateway proposed for (docs/mcp.md), from the record's verified signature; "
-        "null when the principal proposed for no person. With principal_id, whose call this is: "
-        "the MCP gateway answers a handle only to that principal and person."))
+        "null when the principal proposed for no person, and null as principal_id is above. "
+        "With principal_id, whose call this is: the MCP gateway answers a handle only to that "
+        "principal and person. Absent from answers written before the intake told persons."))
     logical_call_id: uuid.UUID | None = Field(default=None, description=(
         "The intent: the new one (accepted), the existing one (duplicate), or the one the "
         "operation key named before its record expired (rejected operation_key_expired, to the "

@@ -61,9 +61,8 @@ class Calls:
         to the handle's record, and only when that answer names the caller, its principal and
         its person (``Client.wait``'s ``proposer`` and ``person``; an answer from an intake
         that did not yet tell persons, by its principal alone): a handle naming another's
-        intent around a
-        made-up record id, or an offset past its answer, is told nothing, not even a state the
-        caller's client saw go by."""
+        intent around a made-up record id, or an offset past its answer, is told nothing, not
+        even a state the caller's client saw go by."""
         if handle.tenant_id != caller.tenant_id:
             raise NotTheCallers(f"a handle of tenant {handle.tenant_id!r}")
         try:

@@ -143,12 +143,13 @@ class _Ledger:
         key = RunKey.of(proposal)
         run, limits = self._runs.get(key), intake.run_limits_of(proposal)
         cost = named.tool.cost_of(named.canonical.value)
-        if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
+        person = proposer.person_id if proposer else None
+        if (refusal := run_refusal(run, limits, proposal, cost, person)) is not None:
             outcomes.rejected(proposal, *refusal, named)
             return
         if run is None:  # the run starts with an accepted call, never with a refused one
-            run = repository.new_run(proposal, limits)
-            if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
+            run = repository.new_run(proposal, limits, person)
+            if (refusal := run_refusal(run, limits, proposal, cost, person)) is not None:
                 self._create(key, run)
                 outcomes.rejected(proposal, *refusal, named)
                 return

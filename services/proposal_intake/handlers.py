@@ -213,12 +213,13 @@ class Intake:
         run = await repository.run_for_update(conn, RunKey.of(proposal))
         limits = self.run_limits_of(proposal)
         cost = named.tool.cost_of(named.canonical.value)
-        if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
+        person = proposer.person_id if proposer else None
+        if (refusal := run_refusal(run, limits, proposal, cost, person)) is not None:
             outcomes.rejected(proposal, *refusal, named)
             return
         if run is None:  # the run starts with an accepted call, never with a refused one
-            run = await repository.create_run(conn, proposal, limits)
-            if (refusal := run_refusal(run, limits, proposal, cost)) is not None:
+            run = await repository.create_run(conn, proposal, limits, person)
+            if (refusal := run_refusal(run, limits, proposal, cost, person)) is not None:
                 outcomes.rejected(proposal, *refusal, named)  # created meanwhile by another call
                 return
         intent = intent_of(proposal, named, run["deadline_at"], run["max_attempts"], proposer)

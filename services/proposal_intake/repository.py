@@ -48,25 +48,30 @@ def _run_arrays(runs: list[RunKey]) -> tuple[list[str], list[str]]:
     return [key.tenant_id for key in ordered], [key.run_id for key in ordered]
 
 
-async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits) -> asyncpg.Record:
+async def create_run(conn: asyncpg.Connection, proposal, limits: RunLimits,
+                     person_id: str | None) -> asyncpg.Record:
     """Called only on the way to an accepted call; a concurrent first call may win the insert,
     in which case its row is returned (locked) and checked like any existing run."""
-    await create_runs(conn, [new_run(proposal, limits)])
+    await create_runs(conn, [new_run(proposal, limits, person_id)])
     return await run_for_update(conn, RunKey.of(proposal))
 
 
-def new_run(proposal, limits: RunLimits) -> dict:
-    """The row a run starts with, as ``runs_for_update`` would read it back."""
+def new_run(proposal, limits: RunLimits, person_id: str | None) -> dict:
+    """The row a run starts with, as ``runs_for_update`` would read it back: the proposal's
+    principal's, and ``person_id``'s, the person a gateway proposed its first call for."""
     return {"run_id": proposal.run_id, "tenant_id": proposal.tenant_id,
             "principal_id": proposal.principal_id, "deadline_at": limits.deadline_at,
             "max_calls": limits.max_calls, "max_attempts": limits.max_attempts,
             "cost_limit_minor": limits.cost_limit_minor, "currency": limits.currency,
-            "call_count": 0, "cost_spent_minor": 0}
+            "call_count": 0, "cost_spent_minor": 0, "person_id": person_id,
+            "person_recorded": True}
 
 
 _RUN_COLUMNS = ("run_id", "tenant_id", "principal_id", "deadline_at", "max_calls", "max_attempts",
-                "cost_limit_minor", "currency", "call_count", "cost_spent_minor")
-_RUN_TYPES = ("text", "text", "text", "timestamptz", "int4", "int4", "int8", "text", "int4", "int8")
+                "cost_limit_minor", "currency", "call_count", "cost_spent_minor", "person_id",
+                "person_recorded")
+_RUN_TYPES = ("text", "text", "text", "timestamptz", "int4", "int4", "int8", "text", "int4", "int8",
+              "text", "bool")
 
 
 async def create_runs(conn: asyncpg.Connection, runs: list[dict]) -> int:

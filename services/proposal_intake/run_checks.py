@@ -11,12 +11,17 @@ from shared.contracts.proposals import ToolCallProposal
 
 
 def run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
-                 cost: tuple[int, str] | None) -> tuple[IntakeReason, str] | None:
+                cost: tuple[int, str] | None, person_id: str | None
+                ) -> tuple[IntakeReason, str] | None:
     """Checked against the run when it exists, else against the limits it would start with.
     The run is the proposal's tenant's own (``RunKey``): another tenant's run of the same id
-    is not looked at, so its existence is neither confirmed nor touched."""
-    if run is not None and run["principal_id"] != proposal.principal_id:
-        return IntakeReason.RUN_PRINCIPAL_MISMATCH, "this run belongs to another principal"
+    is not looked at, so its existence is neither confirmed nor touched. It is its principal's,
+    and the person's a gateway proposed its first call for (``person_id`` is this proposal's),
+    unless it was created before runs kept persons (migration 0008)."""
+    if run is not None and (run["principal_id"] != proposal.principal_id or (
+            run["person_recorded"] and run["person_id"] != person_id)):
+        return (IntakeReason.RUN_PRINCIPAL_MISMATCH,
+                "this run belongs to another principal (or another person through the same agent)")
     deadline = run["deadline_at"] if run is not None else limits.deadline_at
     if deadline <= datetime.now(UTC):
         return IntakeReason.RUN_DEADLINE_PASSED, f"the run's deadline {deadline} has passed"

@@ -115,7 +115,8 @@ _INTAKE_REASON = {
                             "only its proposer is told what it came to",
     "provider_call_id_reused": "the provider call id already names another intent in this run",
     "run_deadline_passed": "the run's deadline has passed",
-    "run_principal_mismatch": "the run belongs to another principal",
+    "run_principal_mismatch": "the run belongs to another principal (or another person "
+                              "through the same agent)",
     "run_call_budget_exhausted": "the run already has its maximum number of intents",
     "run_cost_budget_exhausted": "the call's cost would take the run past its cost budget",
     "run_cost_currency_mismatch": "the call costs money in another currency than the run's budget",

@@ -49,9 +49,9 @@ def _mixed(runs: list[str]) -> list[RawProposal]:
     first, second, late, others, people = runs
     first_key = generic(first, operation_key="k1")["operation_key"]
 
-    def for_person(call: str, person: str | None) -> RawProposal:
-        """agent-7's call under one key, through the gateway for ``person`` (None: itself)."""
-        return _signed(generic(people, call, operation_key="kp", principal_id="agent-7"), person)
+    def for_person(call: str, person: str | None, key: str = "kp") -> RawProposal:
+        """agent-7's call in one run, through the gateway for ``person`` (None: itself)."""
+        return _signed(generic(people, call, operation_key=key, principal_id="agent-7"), person)
 
     return [_signed(m) for m in [
             generic(first, "c1", operation_key="k1", **budget),
@@ -69,9 +69,11 @@ def _mixed(runs: list[str]) -> list[RawProposal]:
                 "operation_key": first_key},
             generic(others, "c2", operation_key=None, principal_id="mallory",
                     arguments=OTHER_ARGUMENTS) | {"operation_key": first_key}]] + [
-        # the people behind one agent: a person's retry, another person, the agent itself
+        # the people behind one agent: a person's retry, another person, the agent itself,
+        # then another person and the agent in the first person's run under keys of their own
         for_person("c1", "finance:a"), for_person("c2", "finance:a"),
-        for_person("c3", "finance:b"), for_person("c4", None)]
+        for_person("c3", "finance:b"), for_person("c4", None),
+        for_person("c5", "finance:b", "kb"), for_person("c6", None, "kn")]
 
 
 async def _answers(pool, runs: list[str]) -> list[tuple]:
@@ -112,7 +114,8 @@ async def test_a_batch_is_answered_as_its_records_one_by_one_would_be(pool, inta
     assert [(call, reason or outcome, person) for topic, run, _, call, reason, outcome, person
             in expected if run == 4 and topic == "agent.results.acme"] == [
         ("c1", "accepted", "finance:a"), ("c2", "duplicate", "finance:a"),
-        ("c3", "operation_key_in_use", "finance:b"), ("c4", "operation_key_in_use", None)]
+        ("c3", "operation_key_in_use", "finance:b"), ("c4", "operation_key_in_use", None),
+        ("c5", "run_principal_mismatch", "finance:b"), ("c6", "run_principal_mismatch", None)]
     assert await _answers(pool, together) == expected
     assert await _rows(pool, together) == await _rows(pool, one_by_one) != []
 
@@ -121,13 +124,14 @@ async def test_a_committed_intent_is_answered_by_its_person_and_an_older_one_by_
         pool, intake):
     """Under a key whose intent is committed already, through the set-wise path and the
     record-by-record one alike: its person's retry is its duplicate, another person behind the
-    same agent is refused ``operation_key_in_use``. An intent recorded before the intake kept
-    persons (migration 0007: ``person_recorded`` false) is answered by its principal alone, as
-    it was then."""
+    same agent is refused ``operation_key_in_use``, and under a key of its own in that run
+    ``run_principal_mismatch``. An intent and a run recorded before the intake kept persons
+    (migrations 0007 and 0008: ``person_recorded`` false) are its principal's alone, as they
+    were then."""
     people, older = new_run(), new_run()
 
-    def call(run: str, name: str, person: str) -> RawProposal:
-        return _signed(generic(run, name, operation_key="kp", principal_id="agent-7"), person)
+    def call(run: str, name: str, person: str, key: str = "kp") -> RawProposal:
+        return _signed(generic(run, name, operation_key=key, principal_id="agent-7"), person)
 
     async def taken(*raws: RawProposal, one_by_one: bool = False) -> None:
         async with UnitOfWork(pool, SCHEMA) as uow:
@@ -139,19 +143,24 @@ async def test_a_committed_intent_is_answered_by_its_person_and_an_older_one_by_
             await uow.commit()
 
     await taken(call(people, "c1", "finance:a"), call(older, "c1", "finance:a"))
-    await pool.execute(f"UPDATE {SCHEMA}.logical_calls SET person_id = NULL,"
-                       " person_recorded = false WHERE run_id = $1", older)
+    for table in ("logical_calls", "runs"):
+        await pool.execute(f"UPDATE {SCHEMA}.{table} SET person_id = NULL,"
+                           " person_recorded = false WHERE run_id = $1", older)
     await taken(call(people, "c2", "finance:a"), call(people, "c3", "finance:b"),
-                call(older, "c2", "finance:b"))
-    await taken(call(people, "c4", "finance:a"), call(people, "c5", "finance:b"),
-                call(older, "c3", "finance:b"), one_by_one=True)
+                call(older, "c2", "finance:b"), call(people, "c4", "finance:b", "kb"),
+                call(older, "c3", "finance:b", "kb"))
+    await taken(call(people, "c5", "finance:a"), call(people, "c6", "finance:b"),
+                call(older, "c4", "finance:b"), call(people, "c7", "finance:b", "kc"),
+                call(older, "c5", "finance:b", "kc"), one_by_one=True)
 
     answers = await _answers(pool, [people, older])
     assert [(run, call, reason or outcome) for topic, run, _, call, reason, outcome, _ in answers
             if topic == "agent.results.acme"] == [
         (0, "c1", "accepted"), (1, "c1", "accepted"),
         (0, "c2", "duplicate"), (0, "c3", "operation_key_in_use"), (1, "c2", "duplicate"),
-        (0, "c4", "duplicate"), (0, "c5", "operation_key_in_use"), (1, "c3", "duplicate")]
+        (0, "c4", "run_principal_mismatch"), (1, "c3", "accepted"),
+        (0, "c5", "duplicate"), (0, "c6", "operation_key_in_use"), (1, "c4", "duplicate"),
+        (0, "c7", "run_principal_mismatch"), (1, "c5", "accepted")]
 
 
 async def _statements(pool, intake: Intake, messages: list[dict]) -> int:

@@ -68,7 +68,7 @@ def new_run(run: RunKey) -> dict:
     return {"run_id": run.run_id, "tenant_id": run.tenant_id, "principal_id": "agent-7",
             "deadline_at": datetime.now(UTC) + timedelta(minutes=5), "max_calls": 100,
             "max_attempts": 10, "cost_limit_minor": None, "currency": None, "call_count": 1,
-            "cost_spent_minor": 0}
+            "cost_spent_minor": 0, "person_id": None, "person_recorded": True}
 
 
 async def test_taking_a_batch_reads_no_whole_table(pool):

@@ -57,6 +57,15 @@ def intent_of(proposal: ToolCallProposal, named: Named, deadline_at: datetime,
     )
 
 
+def proposed_by(row, principal_id: str, person_id: str | None) -> bool:
+    """Whether a recorded intent or run (``row``, with its ``principal_id``, ``person_id`` and
+    ``person_recorded`` columns) is ``principal_id``'s, for ``person_id``, the person a gateway
+    proposed it for (None: for no person). One recorded before the intake kept persons
+    (migrations 0007 and 0008) is its principal's alone, as it was when it was written."""
+    return row["principal_id"] == principal_id and (
+        not row["person_recorded"] or row["person_id"] == person_id)
+
+
 def new_logical_call_id() -> uuid.UUID:
     """Time-ordered like event ids, so calls list in the order they were proposed."""
     return new_event_id()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from shared.contracts.proposals import ToolCallProposal
-from services.proposal_intake.domain import Named
+from services.proposal_intake.domain import Named, proposed_by
 from shared.contracts.intake import (DUPLICATE_PROPOSAL, PROPOSAL_ACCEPTED, PROPOSAL_REJECTED,
                                      IntakeReason, ProposalOutcome, Intent)
 from shared.errors import is_retryable
@@ -74,7 +74,7 @@ class Outcomes:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_EXPIRED,
                           f"this operation key named an intent whose record expired at "
                           f"{expired_at.isoformat()}; it is never executed again", named)
-        elif not self._proposed(proposal, existing):
+        elif not proposed_by(existing, proposal.principal_id, self._person_id):
             self.rejected(proposal, IntakeReason.OPERATION_KEY_IN_USE,
                           "this operation key names an intent another principal (or another "
                           "person through the same agent) proposed; it takes effect once, and "
@@ -90,12 +90,6 @@ class Outcomes:
         else:
             self.rejected(proposal, IntakeReason.OPERATION_KEY_CONFLICT,
                           "this operation key already names an intent with other arguments", named)
-
-    def _proposed(self, proposal: ToolCallProposal, existing) -> bool:
-        """Whether ``existing`` is the intent of ``proposal``'s principal and, unless it was
-        recorded before persons were, of this record's person."""
-        return existing.get("principal_id") == proposal.principal_id and (
-            not existing.get("person_recorded") or existing.get("person_id") == self._person_id)
 
     @contextmanager
     def refusing_failures(self, proposal: ToolCallProposal, named: Named) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from services.proposal_intake import repository
+from services.proposal_intake.domain import proposed_by
 from shared.contracts.intake import IntakeReason
 from shared.contracts.proposals import ToolCallProposal
 
@@ -18,8 +19,7 @@ def run_refusal(run, limits: repository.RunLimits, proposal: ToolCallProposal,
     is not looked at, so its existence is neither confirmed nor touched. It is its principal's,
     and the person's a gateway proposed its first call for (``person_id`` is this proposal's),
     unless it was created before runs kept persons (migration 0008)."""
-    if run is not None and (run["principal_id"] != proposal.principal_id or (
-            run["person_recorded"] and run["person_id"] != person_id)):
+    if run is not None and not proposed_by(run, proposal.principal_id, person_id):
         return (IntakeReason.RUN_PRINCIPAL_MISMATCH,
                 "this run belongs to another principal (or another person through the same agent)")
     deadline = run["deadline_at"] if run is not None else limits.deadline_at

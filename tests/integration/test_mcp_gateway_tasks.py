@@ -13,7 +13,6 @@ record of each withdrawal, the wallet's debits."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -25,15 +24,12 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import run_for
 from services.mcp_gateway.tasks import task_id
-from shared.contracts.withdrawals import CALL_WITHDRAWAL_REQUESTED, CallWithdrawal
-from shared.identity.signatures import PROPOSAL, WITHDRAWAL, sign
-from shared.messaging.envelope import Envelope
-from shared.operator.publish import publish
-from tests.support.identities import local
-from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, key_meta, listen, mcp, poll,
-                                       running_gateway, until_done)
+from shared.identity.signatures import PROPOSAL
+from tests.support.mcp_gateway import (CreatedTask, Tasks, cancel, cancel_unknown, key_meta,
+                                       listen, mcp, poll, running_gateway, until_done)
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
+from tests.support.withdrawals import decision, intake_answer, recorded, withdraw
 from tests.support.kafka import wait_for
 from tests.support.wallet import debits, new_wallet
 
@@ -50,16 +46,6 @@ async def stage(pool, endpoints, tmp_path):
 async def gateway(stage):
     async with running_gateway(stage, wait_s=3) as gateway:
         yield gateway
-
-
-async def intake_answer(pool, stage, run_id: str) -> dict:
-    async def found():
-        return await pool.fetchval(
-            "SELECT envelope->'payload' FROM proposal_intake.outbox WHERE topic = $1"
-            " AND envelope->'payload'->>'run_id' = $2", stage.results_topic(), run_id)
-    payload = await wait_for(found, timeout=60)
-    assert payload is not None, f"the intake never answered run {run_id}"
-    return json.loads(payload)
 
 
 async def test_a_call_awaiting_approval_is_a_task_completed_once_a_person_approves(
@@ -134,12 +120,6 @@ async def test_a_task_of_another_tenant_or_a_forged_id_is_unknown(gateway, stage
             assert refused.value.code == -32003, f"{method.__name__} needs the extension declared"
 
 
-async def cancel_unknown(session, task: str) -> bool:
-    with pytest.raises(MCPError) as unknown:
-        await cancel(session, task)
-    return unknown.value.message == "unknown task"
-
-
 async def test_a_listening_client_is_told_each_status_of_its_task_until_it_completes(
         gateway, stage, pool):
     """``subscriptions/listen`` with task ids: the acknowledgement names only the caller's own
@@ -176,38 +156,6 @@ async def test_a_listening_client_is_told_each_status_of_its_task_until_it_compl
         (task.task_id, "working"), (task.task_id, "completed")], frames
     assert frames[-1].result["structuredContent"]["balance_minor"] == 2_000
     assert await debits(pool, wallet_id) == 1
-
-
-async def withdraw(stage, intent: dict, *, names: str, signer: str, tenant: str = "acme",
-                   signed_for: str = "acme", use: str = WITHDRAWAL, agent: str | None = None,
-                   issued: datetime | None = None) -> uuid.UUID:
-    """A withdrawal of the intake's ``intent`` naming ``names``, signed by ``signer``."""
-    withdrawal = CallWithdrawal(tenant_id=tenant, run_id=intent["run_id"],
-                                logical_call_id=intent["logical_call_id"], principal_id=names,
-                                reason="changed my mind", decided_at=datetime.now(UTC))
-    envelope = Envelope.new(event_type=CALL_WITHDRAWAL_REQUESTED, run_id=intent["run_id"],
-                            producer="test", payload=withdrawal.model_dump(mode="json"))
-    await publish(stage.endpoints.kafka_bootstrap, stage.approvals, envelope, signature=sign(
-        envelope.value(), local().signing_key(signer), principal_id=signer, tenant_id=signed_for,
-        use=use, agent=agent, now=issued))
-    return envelope.event_id
-
-
-async def recorded(pool, event_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str | None]]:
-    async def all_there():
-        rows = await pool.fetch("SELECT event_id, outcome, reason_code FROM policy.withdrawals"
-                                " WHERE event_id = ANY($1::uuid[])", event_ids)
-        return rows if len(rows) == len(event_ids) else None
-    rows = await wait_for(all_there, timeout=60)
-    assert rows, "the policy did not record every withdrawal"
-    return {row["event_id"]: (row["outcome"], row["reason_code"]) for row in rows}
-
-
-async def decision(pool, intent: dict) -> tuple[str, str | None]:
-    row = await pool.fetchrow(
-        "SELECT outcome, reason_code AS reason FROM policy.decisions"
-        " WHERE logical_call_id = $1", uuid.UUID(intent["logical_call_id"]))
-    return row["outcome"], row["reason"]
 
 
 async def test_only_the_calls_own_agent_withdraws_it_and_the_task_is_then_cancelled(

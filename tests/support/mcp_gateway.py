@@ -24,6 +24,7 @@ from joserfc.jwk import ECKey
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from services.mcp_gateway.main import run_mcp_gateway
 from services.mcp_gateway.settings import OPERATION_KEY_META, GatewaySettings
@@ -44,14 +45,17 @@ class Gateway:
     tokens: dict[str, str]
     issuer_key: ECKey
 
-    def jwt(self, subject: str, audience: str | None = None) -> str:
+    def jwt(self, subject: str, audience: str | None = None, client_id: str = "desktop") -> str:
+        """The issuer's token for ``subject`` through the OAuth client ``client_id``."""
         claims = {"iss": ISSUER, "aud": audience or self.url, "sub": subject, "tenant": "acme",
-                  "client_id": "desktop", "exp": int(time.time()) + 300}
+                  "client_id": client_id, "exp": int(time.time()) + 300}
         return jwt.encode({"alg": "ES256", "kid": "issuer-1"}, claims, self.issuer_key)
 
 
 @asynccontextmanager
-async def running_gateway(stage: Stage, *, wait_s: float = 20) -> AsyncIterator[Gateway]:
+async def running_gateway(stage: Stage, *, wait_s: float = 20,
+                          agents_from_client_ids: bool = False) -> AsyncIterator[Gateway]:
+    """The gateway on ``stage``'s topics; ``agents_from_client_ids``: ``GatewaySettings``'."""
     payer, stocker = fresh_principal(), fresh_principal()
     stage.write_policy(policy(payer, stocker))
     tokens = {who: secrets.token_urlsafe(24) for who in (payer, stocker)}
@@ -70,7 +74,8 @@ async def running_gateway(stage: Stage, *, wait_s: float = 20) -> AsyncIterator[
         tools_file=stage.tools_file, policy_file=stage.policy_file,
         signing_key_file=local().key_file("mcp-gateway"), proposals_topic=stage.proposals,
         approvals_topic=stage.approvals,
-        results_family=stage.results, wait_s=wait_s)
+        results_family=stage.results, wait_s=wait_s,
+        agents_from_client_ids=agents_from_client_ids)
     stopping, started = asyncio.Event(), asyncio.get_running_loop().create_future()
     served = asyncio.create_task(run_mcp_gateway(
         Settings(kafka_bootstrap=stage.endpoints.kafka_bootstrap,
@@ -132,6 +137,15 @@ async def cancel(session, task_id: str) -> dict[str, Any]:
         Acknowledged)
     assert acknowledged.result_type == "complete", acknowledged
     return (acknowledged.meta or {})[CANCEL_META]
+
+
+async def cancel_unknown(session, task: str) -> bool:
+    """Whether ``tasks/cancel`` of ``task`` is refused as an unknown task."""
+    try:
+        await cancel(session, task)
+    except MCPError as refused:
+        return refused.message == "unknown task"
+    return False
 
 
 async def until_done(session, task_id: str, timeout: float = 90) -> types.CallToolResult:

@@ -18,11 +18,11 @@ import re
 import sys
 from dataclasses import dataclass
 
-from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, TENANT_ID_PATTERN
+from intentledger_client.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
+                                        TENANT_ID_PATTERN)
 from intentledger_client.topics import results_topic as results_topic  # the agent's own rule
 
 LEDGER_INTAKE = "ledger.intake"
-LEDGER_APPROVALS = "ledger.approvals"
 LEDGER_AUTHORIZATIONS = "ledger.authorizations"
 LEDGER_RESOLUTIONS = "ledger.resolutions"
 LEDGER_COMPENSATIONS = "ledger.compensations"
@@ -87,7 +87,7 @@ TOPICS = (
           False),
     Topic(LEDGER_APPROVALS, "people's approvals and refusals of an intent, and the "
           "withdrawals of its agent while it waits", "ledger.approvals.schema.json", "run id",
-          (OPERATORS, MCP_GATEWAY), ("policy",), True),
+          (OPERATORS, AGENTS, MCP_GATEWAY), ("policy",), True),
     Topic(LEDGER_AUTHORIZATIONS, "the policy's decisions: allowed with a capability, denied, "
           "awaiting approval", "ledger.authorizations.schema.json", "run id", ("policy",),
           ("dispatcher", "projection"), False),

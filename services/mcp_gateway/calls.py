@@ -72,6 +72,16 @@ class Calls:
         except NotTheProposer:
             raise NotTheCallers("a handle of another principal's (or person's) call") from None
 
+    async def withdraw(self, caller: Caller, handle: Handle, reason: str,
+                       wait: float) -> Outcome:
+        """Withdraw the caller's call that awaits approval, by the handle ``fetch`` answered it
+        with (so the intent it names is the intake's word, not the caller's); what it came to
+        by ``wait`` seconds (``Client.withdraw``). The caller's client signs it as the
+        gateway, naming the caller's agent and person, as it signs the caller's proposals:
+        the policy counts it only if they are the call's."""
+        return await self._detached(caller, lambda client: client.withdraw(handle, reason,
+                                                                           wait=wait))
+
     async def outcome(self, caller: Caller, arguments: dict[str, Any]) -> types.CallToolResult:
         """``intentledger.outcome``: the answer for the handle of a pending answer."""
         try:

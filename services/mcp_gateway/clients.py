@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intentledger_client import Client
-from intentledger_client.signing import PROPOSAL, SigningKey, sign
+from intentledger_client.signing import SigningKey, sign
 
 from services.mcp_gateway.callers import Caller
 
@@ -32,9 +32,9 @@ def delegated(bootstrap: str, caller: Caller, *, gateway_id: str, key: SigningKe
               **options: Any) -> Client:
     """A client whose records the gateway signs as itself, naming ``caller`` (the agent, and
     the person when known) in the signature's claims: the intake checks the delegation."""
-    def signer(value: bytes) -> str:
+    def signer(value: bytes, use: str) -> str:
         return sign(value, key, principal_id=gateway_id, tenant_id=caller.tenant_id,
-                    use=PROPOSAL, agent=caller.principal_id, person=caller.person_id)
+                    use=use, agent=caller.principal_id, person=caller.person_id)
 
     return Client(bootstrap, principal_id=caller.principal_id, tenant_id=caller.tenant_id,
                   signer=signer, **options)

@@ -19,7 +19,6 @@ from services.mcp_gateway.clients import Clients
 from services.mcp_gateway.server import mcp_server
 from services.mcp_gateway.settings import GatewaySettings
 from services.mcp_gateway.tokens import GatewayTokenVerifier, load_key_set, load_static_tokens
-from services.mcp_gateway.withdrawals import Withdrawer
 from shared.config import Settings
 from shared.health import Health
 from shared.identity.principals import Principals, PrincipalsWatcher
@@ -51,13 +50,12 @@ async def run_mcp_gateway(settings: Settings, gateway_settings: GatewaySettings 
         clients = Clients(settings.kafka_endpoint, gateway_id=gateway.principal_id,
                           key=key, options={"results_family": gateway.results_family,
                                             "proposals_topic": gateway.proposals_topic,
+                                            "approvals_topic": gateway.approvals_topic,
                                             "kafka_options": configured().client_kwargs()},
                           idle_s=gateway.client_idle_s, max_open=gateway.max_clients)
         calls = Calls(clients, gateway.wait_s)
-        withdrawer = Withdrawer(settings.kafka_endpoint, gateway.approvals_topic,
-                                gateway.principal_id, key)
         server = mcp_server(load_registry(gateway.tools_file), lambda: policy.current, calls,
-                            withdrawer, local)
+                            local)
         watchers = [asyncio.create_task(principals.watch()), asyncio.create_task(policy.watch())]
         try:
             if local is not None:

@@ -23,7 +23,6 @@ from services.mcp_gateway import catalog, results, tasks
 from services.mcp_gateway.callers import Caller, CallerToken
 from services.mcp_gateway.calls import Calls
 from services.mcp_gateway.task_notifications import TaskNotifications
-from services.mcp_gateway.withdrawals import Withdrawer
 from shared.policy.document import Policy
 from shared.tools import ToolRegistry
 
@@ -38,7 +37,7 @@ INSTRUCTIONS = (
 
 
 def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Calls,
-               withdrawer: Withdrawer, local: Caller | None = None) -> Server:
+               local: Caller | None = None) -> Server:
     """``local``: the one caller of a stdio server (no HTTP, no token); None on HTTP, where
     every caller is the one its verified token names."""
 
@@ -81,7 +80,7 @@ def mcp_server(registry: ToolRegistry, policy: Callable[[], Policy], calls: Call
     async def listen(ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams):
         return await notifications.listen(ctx, _caller(), params)
 
-    later, notifications = tasks.Tasks(calls, withdrawer), TaskNotifications(calls)
+    later, notifications = tasks.Tasks(calls), TaskNotifications(calls)
     server = _Server(NAME, version=version("intentledger"), instructions=INSTRUCTIONS,
                      on_list_tools=list_tools, on_call_tool=call_tool,
                      get_tool_input_schema=lambda name: catalog.input_schema(registry, name))

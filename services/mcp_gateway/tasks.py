@@ -12,7 +12,7 @@ tenant only, whose answers its client may read anyway.
 
 ``tasks/cancel`` is acknowledged for every task of the caller, as the extension requires
 (cancelling is cooperative), and withdraws the call if it awaits approval
-(``withdrawals.py``): once the policy has denied it ``call_withdrawn`` the task is
+(``Calls.withdraw``): once the policy has denied it ``call_withdrawn`` the task is
 ``cancelled``, and nothing was dispatched. A call already under way is not withdrawn (its effect
 may be happening: it settles with its true outcome), nor is a completed one; the
 acknowledgement's ``_meta`` says which. Status changes are also pushed to a client that
@@ -35,7 +35,6 @@ from mcp.shared.exceptions import MCPError
 from services.mcp_gateway import results
 from services.mcp_gateway.callers import Caller
 from services.mcp_gateway.calls import Calls
-from services.mcp_gateway.withdrawals import Withdrawer
 from shared.contracts.authorizations import PolicyReason
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -70,9 +69,9 @@ def created(outcome: Outcome) -> dict[str, Any]:
 
 
 class Tasks:
-    def __init__(self, calls: Calls, withdrawer: Withdrawer, poll_wait_s: float = 1.0,
+    def __init__(self, calls: Calls, poll_wait_s: float = 1.0,
                  cancel_wait_s: float = 20.0) -> None:
-        self._calls, self._withdrawer = calls, withdrawer
+        self._calls = calls
         self._poll_wait_s, self._cancel_wait_s = poll_wait_s, cancel_wait_s
 
     async def get(self, caller: Caller, task: str) -> dict[str, Any]:
@@ -94,8 +93,8 @@ class Tasks:
             return _acknowledged(CALL_UNDER_WAY, (
                 f"the call is {outcome.status} ({results.LATER[outcome.status]}): only a call "
                 "awaiting approval can be withdrawn; this one settles with its true outcome"))
-        await self._withdrawer.withdraw(caller, outcome.handle, CANCELLED_BY_CLIENT)
-        decided = await self._calls.fetch(caller, outcome.handle, self._cancel_wait_s)
+        decided = await self._calls.withdraw(caller, outcome.handle, CANCELLED_BY_CLIENT,
+                                             self._cancel_wait_s)
         if _status(decided) == "cancelled":
             return _acknowledged(None, "withdrawn: the task is cancelled")
         if decided.status in results.LATER:

@@ -23,6 +23,7 @@ from shared.topology import RESULTS_PARTITIONS
 from tests.support.agents import agent
 from tests.support.examples import example as load_example
 from tests.support.identities import fresh_principal
+from tests.support.kafka import wait_for
 from tests.support.pipeline import approve
 from tests.support.pipeline_stack import pipeline, pipeline_stage
 from tests.support.dispatch import attempts, running_warehouse_on
@@ -141,6 +142,50 @@ async def test_a_call_awaiting_approval_is_told_to_the_model_and_settles_once_ap
         settled = await client.wait(waiting.handle, timeout=120)
     assert (settled.status, settled.result["balance_minor"]) == ("succeeded", 6_000)
     assert await debits(pool, wallet_id) == 1
+
+
+async def test_an_agent_withdraws_its_own_call_awaiting_approval_and_no_other_agent_can(
+        stage, pool):
+    """``Client.withdraw``: another agent's withdrawal of the call is refused and changes
+    nothing; the proposer's denies it ``call_withdrawn``, and an approval given afterwards
+    counts for nothing. A second call is withdrawn by the proposer's next process from a handle
+    saved before the intake answered it. Nothing is dispatched, nothing debited."""
+    stage.write_policy(APPROVED_DEBITS)
+    principal, other, run = fresh_principal(), fresh_principal(), f"run-{uuid.uuid4().hex[:10]}"
+    wallet_id = await new_wallet(pool, 10_000)
+    debit = {"wallet_id": wallet_id, "amount": "40.00", "currency": "EUR"}
+    async with pipeline(stage), agent(stage, principal) as client:
+        waiting = await client.call(run, "wallet.debit", debit, call_id="call_big",
+                                    operation_key=f"{run}:big", wait=120)
+        second = await client.call(run, "wallet.debit", debit, call_id="call_second",
+                                   operation_key=f"{run}:second", wait=120)
+        assert (waiting.status, second.status) == ("awaiting_approval", "awaiting_approval")
+        async with agent(stage, other) as intruder:
+            still = await intruder.withdraw(waiting.handle, "not mine to withdraw", wait=5)
+        assert still.status == "pending", "no later state: the call still waits for people"
+
+        withdrawn = await client.withdraw(waiting.handle, "the user changed their mind")
+        assert (withdrawn.status, withdrawn.reason_code) == ("denied", "call_withdrawn")
+        late = await approve(stage, waiting.answer.model_dump(mode="json"), "operator:dana")
+        saved = second.handle.model_copy(update={"logical_call_id": None, "settled_after": -1})
+        async with agent(stage, principal) as next_process:
+            also = await next_process.withdraw(Handle.model_validate_json(
+                saved.model_dump_json()), "the user changed their mind about this one too")
+        assert (also.status, also.reason_code) == ("denied", "call_withdrawn")
+        assert await wait_for(lambda: pool.fetchval(
+            "SELECT reason_code FROM policy.approvals WHERE approval_event_id = $1",
+            late.event_id), timeout=60) == "approval_not_pending"
+    recorded = await pool.fetch(
+        "SELECT logical_call_id, principal_id, outcome, reason_code FROM policy.withdrawals"
+        " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY received_at",
+        [waiting.handle.logical_call_id, second.handle.logical_call_id])
+    assert [tuple(row) for row in recorded] == [
+        (waiting.handle.logical_call_id, other, "refused", "not_the_proposer"),
+        (waiting.handle.logical_call_id, principal, "applied", None),
+        (second.handle.logical_call_id, principal, "applied", None)]
+    assert await pool.fetchval("SELECT count(*) FROM dispatcher.calls WHERE run_id = $1",
+                               run) == 0
+    assert await debits(pool, wallet_id) == 0
 
 
 def runs_on_two_partitions() -> tuple[str, str]:

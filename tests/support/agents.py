@@ -34,7 +34,7 @@ def agent(stage: Stage, principal: str) -> Client:
     """The principal's client on the stage's topics, signing with its local key."""
     return Client(stage.endpoints.kafka_bootstrap, principal_id=principal, tenant_id="acme",
                   signing_key=local().signing_key(principal), results_family=stage.results,
-                  proposals_topic=stage.proposals)
+                  proposals_topic=stage.proposals, approvals_topic=stage.approvals)
 
 
 def tool_catalog(stage: Stage) -> list[ToolDefinition]:

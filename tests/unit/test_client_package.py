@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python"
 SERVER = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
 CLIENT_PROJECT = tomllib.loads((CLIENT / "pyproject.toml").read_text("utf-8"))["project"]
-ALLOWED = {"aiokafka", "pydantic", "joserfc", "intentledger_client"}
+ALLOWED = {"aiokafka", "pydantic", "joserfc", "uuid_utils", "intentledger_client"}
 OPTIONAL = {"opentelemetry"}
 """Imported only if the agent has it (``tracing.py``)."""
 FRAMEWORKS = {"openai_agents.py": {"agents"}, "langchain.py": {"langchain_core"},
@@ -45,7 +45,7 @@ def test_the_server_requires_exactly_this_client() -> None:
 
 def test_the_client_pins_what_the_server_pins_and_nothing_more() -> None:
     client, server = _pins(CLIENT_PROJECT["dependencies"]), _pins(SERVER["dependencies"])
-    assert set(client) == {"aiokafka", "pydantic", "joserfc", "cryptography"}
+    assert set(client) == {"aiokafka", "pydantic", "joserfc", "cryptography", "uuid-utils"}
     assert {name: server[name] for name in client} == client
 
 

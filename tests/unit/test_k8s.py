@@ -401,9 +401,9 @@ def test_only_the_relay_writes_what_services_emit(overlay, objects):
         ("topic", _dispatcher.resolutions_topic): {"Write", "Describe"}}
     operator = acls(users["intentledger-operator"])
     assert {n for (_, n), ops in operator.items() if "Write" in ops} == OPERATOR_TOPICS
-    for agent in AGENT_USERS:
+    for agent in AGENT_USERS:  # proposals, and withdrawals of its own calls
         assert {n for (_, n), ops in acls(users[agent]).items() if "Write" in ops} == {
-            _intake.proposals_topic}
+            _intake.proposals_topic, _policy.approvals_topic}
     keda = acls(users["intentledger-keda"])
     assert set().union(*keda.values()) == {"Describe"}
     assert {n for kind, n in keda if kind == "group"} == {
@@ -460,7 +460,8 @@ def test_who_may_write_each_topic_is_who_the_topology_says(overlay, objects):
 
 def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
     """Read on exactly its own results topic, by a LITERAL ACL (a prefixed agent.results.acme
-    would match agent.results.acme2), Write on proposals, no group, nothing more."""
+    would match agent.results.acme2), Write on proposals and on approvals (its withdrawals), no
+    group, nothing more."""
     users = of_kind(objects, "KafkaUser")
     every_tenants = {topology.results_topic(tenant) for tenant in EXAMPLE_TENANTS}
     for agent, tenant in AGENT_USERS.items():
@@ -468,7 +469,8 @@ def test_a_tenants_agents_read_their_own_answers_and_nothing_else(objects):
         assert {(a["resource"]["type"], a["resource"]["name"], a["resource"]["patternType"],
                  tuple(sorted(a["operations"]))) for a in entries} == {
             ("topic", topology.results_topic(tenant), "literal", ("Describe", "Read")),
-            ("topic", _intake.proposals_topic, "literal", ("Describe", "Write"))}
+            ("topic", _intake.proposals_topic, "literal", ("Describe", "Write")),
+            ("topic", _policy.approvals_topic, "literal", ("Describe", "Write"))}
         readable = {n for (kind, n), ops in acls(users[agent]).items() if "Read" in ops}
         assert readable & every_tenants == {topology.results_topic(tenant)}
     readers = {name for name, user in users.items()

@@ -22,9 +22,12 @@ SERVED = {*topology.CONSUMER_GROUPS, topology.RELAY, topology.CONSOLE}
 USERS = kafka_users(SERVED, ["effects.email"], ["acme", "globex"])
 
 
-def test_a_tenants_agent_writes_proposals_and_reads_only_its_own_results_by_literal_name():
+def test_a_tenants_agent_writes_proposals_and_withdrawals_and_reads_only_its_own_results():
+    """Its results by literal name; withdrawals of its own calls go on ``ledger.approvals``,
+    where only a signature with the ``approver`` role could approve anything."""
     assert USERS[agent_user("acme")] == tuple(sorted([
         Acl("topic", topology.AGENT_PROPOSALS, operations=("Write", "Describe")),
+        Acl("topic", topology.LEDGER_APPROVALS, operations=("Write", "Describe")),
         Acl("topic", "agent.results.acme", operations=("Read", "Describe"))]))
 
 

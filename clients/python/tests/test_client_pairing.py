@@ -91,8 +91,9 @@ def test_a_rate_limited_call_says_when_to_send_it_again() -> None:
 
 
 def test_a_key_another_agent_holds_tells_the_model_not_to_propose_it_under_another() -> None:
-    """Refused, but not "nothing happened": another agent's intent holds the key and may have
-    taken effect; a model told only "denied" might try again under a new key."""
+    """Refused, but not "nothing happened": another agent's (or another person's) intent holds
+    the key and may have taken effect; a model told only "denied" might try again under a new
+    key."""
     taken = outcome("c", intake="rejected", intake_reason="operation_key_in_use")
     content = json.loads(to_openai_tool_messages([taken])[0]["content"])
     assert (content["status"], content["reason_code"]) == ("denied", "operation_key_in_use")

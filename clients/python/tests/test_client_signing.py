@@ -60,12 +60,12 @@ def test_a_client_given_a_signer_signs_every_record_with_it_and_not_with_a_key()
     from intentledger_client import Client
     from intentledger_client.signing import HEADER
 
-    signed: list[bytes] = []
+    signed: list[tuple[bytes, str]] = []
 
-    def signer(value: bytes) -> str:
-        signed.append(value)
+    def signer(value: bytes, use: str) -> str:
+        signed.append((value, use))
         return "the-gateways-jws"
 
     client = Client("127.0.0.1:1", principal_id="agent-7", tenant_id="acme", signer=signer)
     headers = dict(client._headers(b'{"run_id": "r"}'))
-    assert headers[HEADER] == b"the-gateways-jws" and signed == [b'{"run_id": "r"}']
+    assert headers[HEADER] == b"the-gateways-jws" and signed == [(b'{"run_id": "r"}', "proposal")]

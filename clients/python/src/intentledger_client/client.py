@@ -19,6 +19,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,32 +28,39 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import RecordMetadata
 from aiokafka.admin import AIOKafkaAdminClient
 
-from intentledger_client import formats
-from intentledger_client.contracts import proposal_record_id
+from intentledger_client import formats, withdrawals
+from intentledger_client.contracts import CallWithdrawal, proposal_record_id
 from intentledger_client.outcomes import Handle, NotTheProposer, Outcome, outcome_of
 from intentledger_client.listening import Listener
 from intentledger_client.routing import Call
-from intentledger_client.signing import HEADER, PROPOSAL, SigningKey, resolve_signing_key, sign
-from intentledger_client.topics import AGENT_PROPOSALS, AGENT_RESULTS, results_topic
+from intentledger_client.signing import (HEADER, PROPOSAL, WITHDRAWAL, SigningKey,
+                                         resolve_signing_key, sign)
+from intentledger_client.topics import (AGENT_PROPOSALS, AGENT_RESULTS, LEDGER_APPROVALS,
+                                        results_topic)
 from intentledger_client.tracing import current_traceparent
 
 DEFAULT_WAIT_S = 30.0
 LOG_APPEND_TIME = 1
 """``RecordMetadata.timestamp_type`` of a topic whose broker stamps records on append."""
-Signer = Callable[[bytes], str]
-"""A record's bytes → its ``intentledger-signature`` header (a detached JWS)."""
+Signer = Callable[[bytes, str], str]
+"""A record's bytes and its use (``signing.PROPOSAL``, ``signing.WITHDRAWAL``) → its
+``intentledger-signature`` header (a detached JWS)."""
+UNDECIDED = ("awaiting_approval", "pending")
+"""A call's statuses that a withdrawal may still change."""
 
 
 class Client:
     def __init__(self, bootstrap: str, *, principal_id: str, tenant_id: str,
                  signing_key: SigningKey | str | Path | None = None,
                  results_family: str = AGENT_RESULTS, proposals_topic: str = AGENT_PROPOSALS,
+                 approvals_topic: str = LEDGER_APPROVALS,
                  kafka_options: Mapping[str, Any] | None = None,
                  producer_options: Mapping[str, Any] | None = None,
                  signer: Signer | None = None) -> None:
-        """``results_family`` and ``proposals_topic``: the deployment's names, if it changed
-        them. ``kafka_options``: aiokafka's security settings (``security_protocol``,
-        ``ssl_context``, ``sasl_mechanism``, ...), the same for every connection.
+        """``results_family``, ``proposals_topic`` and ``approvals_topic``: the deployment's
+        names, if it changed them. ``kafka_options``: aiokafka's security settings
+        (``security_protocol``, ``ssl_context``, ``sasl_mechanism``, ...), the same for every
+        connection.
         ``producer_options``: the proposals' producer's own (``linger_ms``, to batch many
         concurrent calls; ``acks`` stays ``all``, idempotence on). ``signer``:
         signs each record's bytes instead of ``signing_key`` (a gateway proposing for the
@@ -62,7 +70,7 @@ class Client:
                                   "enable_idempotence": True}
         self.principal_id, self.tenant_id = principal_id, tenant_id
         self.topic = results_topic(tenant_id, results_family)  # refuses an invalid tenant id
-        self._proposals = proposals_topic
+        self._proposals, self._approvals = proposals_topic, approvals_topic
         self._key = resolve_signing_key(signing_key) if signer is None else None
         self._signer = signer
         self._results = Listener(self._options, self.topic)
@@ -170,9 +178,7 @@ class Client:
         person): the intent (and the run its states are on) is followed as that answer names
         it, never as the handle says, and an answer naming another principal or another person
         raises ``NotTheProposer`` as soon as it is read."""
-        if handle.tenant_id != self.tenant_id:
-            raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client reads "
-                             f"{self.tenant_id!r}'s answers only")
+        self._check_tenant(handle)
         if handle.proposal_id is None:
             return outcome_of(handle, None, None)
         if proposer is not None:
@@ -188,6 +194,48 @@ class Client:
             raise NotTheProposer(f"the call is not one {proposer!r} proposed"
                                  + (f" for {person!r}" if person is not None else ""))
         return outcome
+
+    async def withdraw(self, handle: Handle, reason: str, *,
+                       wait: float = DEFAULT_WAIT_S) -> Outcome:
+        """Withdraw this principal's call while it awaits people's approval, and return what
+        it came to by ``wait`` seconds: ``denied`` ``call_withdrawn`` once the policy has
+        applied the withdrawal (nothing is dispatched; an approval given afterwards counts for
+        nothing). A call the policy decided first keeps its decision and settles with its
+        true outcome, which is returned: withdrawing is not cancelling an effect.
+        ``awaiting_approval`` or ``pending`` at the end: not applied by then (wait on its
+        handle again).
+
+        The policy counts a withdrawal only from the call's own proposer (this client's
+        signature, or its gateway's for the agent and person the call was proposed for) and
+        records every one, counted or refused with its reason, in ``policy.withdrawals``.
+        ``handle``: the call's (an ``Outcome``'s, or read back from JSON); one the intake has
+        not answered yet is waited on first, and one it refused is returned as it is."""
+        self._check_tenant(handle)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        intent = handle.logical_call_id
+        if intent is None:
+            answered = await self.wait(handle, wait, settle=False)
+            handle, intent = answered.handle, answered.handle.logical_call_id
+            if intent is None:  # refused, or not answered by then: nothing to withdraw
+                return answered
+        run_id = handle.intent_run_id or handle.run_id
+        value, headers = withdrawals.record(CallWithdrawal(
+            tenant_id=self.tenant_id, run_id=run_id, logical_call_id=intent,
+            principal_id=self.principal_id, reason=reason, decided_at=datetime.now(UTC)))
+        if (signature := self._signature(value, WITHDRAWAL)) is not None:
+            headers.append((HEADER, signature.encode()))
+        await self._producer.send_and_wait(self._approvals, value, key=run_id.encode(),
+                                           headers=headers)
+        outcome = await self.wait(handle, max(0.0, deadline - loop.time()))
+        while outcome.status in UNDECIDED and (left := deadline - loop.time()) > 0:
+            outcome = await self.wait(outcome.handle, left)
+        return outcome
+
+    def _check_tenant(self, handle: Handle) -> None:
+        if handle.tenant_id != self.tenant_id:
+            raise ValueError(f"a handle of tenant {handle.tenant_id!r}; this client acts for "
+                             f"{self.tenant_id!r} only")
 
     async def _send(self, run_id: str, message: dict[str, Any], calls: list[Call]) -> None:
         await self._results.place(calls)
@@ -212,13 +260,13 @@ class Client:
             headers.append(("traceparent", traceparent.encode()))
         return headers
 
-    def _signature(self, value: bytes) -> str | None:
+    def _signature(self, value: bytes, use: str = PROPOSAL) -> str | None:
         if self._signer is not None:
-            return self._signer(value)
+            return self._signer(value, use)
         if self._key is None:
             return None
         return sign(value, self._key, principal_id=self.principal_id, tenant_id=self.tenant_id,
-                    use=PROPOSAL)
+                    use=use)
 
 
 def _stored_timestamp(sent: RecordMetadata, created_ms: int) -> int:

@@ -121,6 +121,25 @@ class ToolCallAwaitingApproval(BaseModel):
 Announcement = ToolCallSettled | ToolCallAwaitingApproval
 """What a call's agent is told after the intake's answer (by the policy or the dispatcher)."""
 
+CALL_WITHDRAWAL_REQUESTED = "CallWithdrawalRequested"
+
+
+class CallWithdrawal(BaseModel):
+    """An agent's withdrawal of its own call while the call awaits people's approval. The
+    policy counts it only if its signature proves the call's proposer sent it, and only while
+    the call still waits: the call is then denied ``call_withdrawn``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: str = Field(min_length=1, max_length=64)
+    run_id: str = Field(min_length=1, max_length=200)
+    logical_call_id: uuid.UUID
+    principal_id: str = Field(min_length=1, max_length=200, description=(
+        "The agent that proposed the call: only it may withdraw it."))
+    reason: str = Field(min_length=1, max_length=2000, description="Why, for the audit.")
+    decided_at: AwareDatetime
+
+
 _RECORD_NAMESPACE = uuid.UUID("5b0c3c4e-2a7f-4e4b-9a55-6f1f2f6f1a11")
 
 

@@ -37,10 +37,11 @@ REASON_NOTES = {
     UNKNOWN_STATUS: "The ledger settled this call in a state this client does not know (a newer "
                     "ledger): whether it took effect is not known. Do not propose it again under "
                     "another operation key; tell the user a person must check it.",
-    OPERATION_KEY_IN_USE: "Another agent proposed this same operation (this operation key): it "
-                          "takes effect once, under that agent, and only that agent is told what "
-                          "it came to. Do not propose it again under another operation key (it "
-                          "could then take effect twice); tell the user it is already in hand.",
+    OPERATION_KEY_IN_USE: "Someone else proposed this same operation (this operation key): "
+                          "another agent, or another person through this agent. It takes effect "
+                          "once, as theirs, and only they are told what it came to. Do not "
+                          "propose it again under another operation key (it could then take "
+                          "effect twice); tell the user it is already in hand.",
 }
 """Ours, for the reasons whose status alone would mislead a model: "denied" for a call that
 may well have taken effect."""

@@ -82,6 +82,9 @@ class SyncClient:
         return self._run(self._client.wait(handle, timeout, settle=settle, proposer=proposer,
                                            person=person))
 
+    def withdraw(self, handle: Handle, reason: str, *, wait: float = DEFAULT_WAIT_S) -> Outcome:
+        return self._run(self._client.withdraw(handle, reason, wait=wait))
+
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         if not self._thread.is_alive():
             work.close()

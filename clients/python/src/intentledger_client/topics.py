@@ -15,6 +15,8 @@ from aiokafka.partitioner import DefaultPartitioner
 AGENT_PROPOSALS = "agent.proposals"
 AGENT_RESULTS = "agent.results"
 """A family of topics, one per tenant: ``results_topic(tenant)``."""
+LEDGER_APPROVALS = "ledger.approvals"
+"""People's approvals of calls, and the agents' withdrawals of their own (``Client.withdraw``)."""
 
 TENANT_ID_PATTERN = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 """A DNS label (why: ``shared/contracts/tenants.py``); unanchored, for composing patterns."""

@@ -17,9 +17,10 @@ The rules, in the topology's words:
   every tenant (created on a tenant's first answer: Create too, on the prefix);
 - people's tools and the console write only what the topology says they write;
 - a tenant's agent writes proposals and its withdrawals of them (on ``ledger.approvals``,
-  where only an approver's signature approves anything), and reads the results topic of its
-  own tenant only: a LITERAL name, since the prefix ``agent.results.acme`` would also match
-  ``agent.results.acme2``; it reads without a consumer group, so it holds no group ACL;
+  where only an approver's signature approves anything, and where what it writes costs the
+  policy as proposals cost the intake: the quota bounds both), and reads the results topic
+  of its own tenant only: a LITERAL name, since the prefix ``agent.results.acme`` would also
+  match ``agent.results.acme2``; it reads without a consumer group, so it holds no group ACL;
 - the MCP gateway writes proposals for the agents it authenticates, of every tenant, and reads
   their answers: every tenant's results topic (the prefix), without a consumer group;
 - the projection's health sampler reads every service group's lag: Describe on those groups

@@ -79,6 +79,8 @@ class Calls:
         by ``wait`` seconds (``Client.withdraw``). The caller's client signs it as the
         gateway, naming the caller's agent and person, as it signs the caller's proposals:
         the policy counts it only if they are the call's."""
+        if handle.logical_call_id is None:  # the client would follow the handle unchecked
+            raise NotTheCallers("only a handle fetch answered names the call to withdraw")
         return await self._detached(caller, lambda client: client.withdraw(handle, reason,
                                                                            wait=wait))
 

@@ -23,9 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from intentledger_client import Client
-from intentledger_client.signing import SigningKey, sign
+from intentledger_client.signing import PROPOSAL, WITHDRAWAL, SigningKey, sign
 
 from services.mcp_gateway.callers import Caller
+
+SIGNED_FOR_CALLERS = (PROPOSAL, WITHDRAWAL)
+"""What the gateway signs in a caller's name: its calls, and their withdrawals."""
 
 
 def delegated(bootstrap: str, caller: Caller, *, gateway_id: str, key: SigningKey,
@@ -33,6 +36,8 @@ def delegated(bootstrap: str, caller: Caller, *, gateway_id: str, key: SigningKe
     """A client whose records the gateway signs as itself, naming ``caller`` (the agent, and
     the person when known) in the signature's claims: the intake checks the delegation."""
     def signer(value: bytes, use: str) -> str:
+        if use not in SIGNED_FOR_CALLERS:
+            raise ValueError(f"the gateway signs nothing for its callers as a {use}")
         return sign(value, key, principal_id=gateway_id, tenant_id=caller.tenant_id,
                     use=use, agent=caller.principal_id, person=caller.person_id)
 

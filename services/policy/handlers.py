@@ -139,9 +139,9 @@ class PolicyHandler:
     async def on_approval(self, uow: UnitOfWork, envelope: SignedEnvelope) -> None:
         approval = _approval(envelope)
         conn, now = uow.connection, datetime.now(UTC)
-        stored = await repo.decision_for_update(conn, approval.logical_call_id)
-        refusal = (self._identity_refusal(envelope, approval, now)
-                   or approval_refusal(stored.pending if stored else None, approval, now))
+        refusal = self._identity_refusal(envelope, approval, now)  # before any lock is taken
+        stored = None if refusal else await repo.decision_for_update(conn, approval.logical_call_id)
+        refusal = refusal or approval_refusal(stored.pending if stored else None, approval, now)
         if refusal is not None:
             log.info("approval %s by %s refused: %s", envelope.event_id, approval.approver_id, refusal)
             await repo.insert_approval(conn, envelope.event_id, approval, "refused", refusal)
@@ -177,9 +177,14 @@ class PolicyHandler:
         otherwise record why not and change nothing."""
         withdrawal = parse(envelope, CallWithdrawal)
         conn, now = uow.connection, datetime.now(UTC)
-        stored = await repo.decision_for_update(conn, withdrawal.logical_call_id)
-        refused = withdrawals.refusal(envelope.record_value, envelope.signatures,
-                                      self._principals.current, withdrawal, stored)
+        proven = withdrawals.sender(envelope.record_value, envelope.signatures,
+                                    self._principals.current, withdrawal)
+        stored = None
+        if isinstance(proven, str):
+            refused: str | None = proven
+        else:
+            stored = await repo.decision_for_update(conn, withdrawal.logical_call_id)
+            refused = withdrawals.refusal(proven, withdrawal, stored)
         await withdrawals.record(conn, envelope.event_id, withdrawal, refused)
         if refused is not None:
             log.info("withdrawal %s of %s naming %s refused: %s", envelope.event_id,

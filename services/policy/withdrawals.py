@@ -20,7 +20,7 @@ import asyncpg
 
 from services.policy.repository import SCHEMA, StoredDecision
 from shared.contracts.withdrawals import CallWithdrawal
-from shared.identity.delegation import proposer_of
+from shared.identity.delegation import Proposer, proposer_of
 from shared.identity.principals import Principals
 from shared.identity.signatures import (WITHDRAWAL, IdentityReason, SignatureRefused,
                                         verify_record)
@@ -32,9 +32,11 @@ NOT_THE_PROPOSER = "not_the_proposer"
 NOT_AWAITING_APPROVAL = "call_not_awaiting_approval"
 
 
-def refusal(value: bytes, signatures: Sequence[bytes], principals: Principals,
-            withdrawal: CallWithdrawal, stored: StoredDecision | None) -> str | None:
-    """Why the withdrawal does not count (a reason code), or None when it does."""
+def sender(value: bytes, signatures: Sequence[bytes], principals: Principals,
+           withdrawal: CallWithdrawal) -> Proposer | str:
+    """The proposer the withdrawal's signature proves it comes from, or the reason code why it
+    proves none. Checked before the call it names is looked at: a record anyone on the topic
+    could write locks no decision."""
     try:
         signed = verify_record(value, signatures, principals, use=WITHDRAWAL)
         if signed.tenant_id != withdrawal.tenant_id:
@@ -45,6 +47,13 @@ def refusal(value: bytes, signatures: Sequence[bytes], principals: Principals,
         return refused.code
     if proposer.principal_id != withdrawal.principal_id:
         return IdentityReason.SIGNATURE_PRINCIPAL_MISMATCH
+    return proposer
+
+
+def refusal(proposer: Proposer, withdrawal: CallWithdrawal,
+            stored: StoredDecision | None) -> str | None:
+    """Why the withdrawal ``proposer`` proved it sent does not count for the call ``stored``
+    (a reason code), or None when it does."""
     if stored is None or (stored.intent.tenant_id, stored.intent.run_id) != (
             withdrawal.tenant_id, withdrawal.run_id):
         return CALL_UNKNOWN

@@ -59,16 +59,20 @@ async def test_a_person_behind_an_agent_reaches_none_of_another_persons_calls(st
                 assert unknown.value.message == "unknown task"
                 assert await cancel_unknown(other.session, task.task_id)
 
-            taken = await bob.session.call_tool("wallet.debit", debit, meta=key_meta(key))
-            joined = await bob.session.call_tool(
-                "wallet.debit", {**debit, "amount": "1.00"},
-                meta={**key_meta(f"small-{uuid.uuid4().hex[:10]}"), RUN_META: alices_run})
-            refused = {name: (result.is_error, result.structured_content["reason_code"])
-                       for name, result in (("her key", taken), ("her run", joined))}
-            assert refused == {"her key": (True, "operation_key_in_use"),
-                               "her run": (True, "run_principal_mismatch")}
-            assert intent["logical_call_id"] not in str(taken.structured_content), \
-                "a refusal names nothing of the intent that holds the key"
+            refused = {}
+            for name, other in (("bob", bob), ("the agent", agent)):
+                taken = await other.session.call_tool("wallet.debit", debit, meta=key_meta(key))
+                joined = await other.session.call_tool(
+                    "wallet.debit", {**debit, "amount": "1.00"},
+                    meta={**key_meta(f"small-{uuid.uuid4().hex[:10]}"), RUN_META: alices_run})
+                refused |= {(name, what): (result.is_error,
+                                           result.structured_content["reason_code"])
+                            for what, result in (("her key", taken), ("her run", joined))}
+                assert intent["logical_call_id"] not in str(taken.structured_content), \
+                    "a refusal names nothing of the intent that holds the key"
+            assert refused == {(name, what): (True, code) for name in ("bob", "the agent")
+                               for what, code in (("her key", "operation_key_in_use"),
+                                                  ("her run", "run_principal_mismatch"))}
 
             # below the gateway: withdrawals its key signed for bob, and the agent's own
             for_bob = await withdraw(stage, intent, names=payer, signer="mcp-gateway",
@@ -84,5 +88,6 @@ async def test_a_person_behind_an_agent_reaches_none_of_another_persons_calls(st
     assert await decision(pool, intent) == ("denied", "call_withdrawn")
     assert await pool.fetchval("SELECT count(*) FROM dispatcher.calls WHERE tenant_id = 'acme'"
                                " AND run_id = ANY($1::text[])",
-                               [alices_run, run_for(Caller(payer, "acme", BOB), key)]) == 0
+                               [alices_run, run_for(Caller(payer, "acme", BOB), key),
+                                run_for(Caller(payer, "acme"), key)]) == 0
     assert await debits(pool, wallet_id) == 0

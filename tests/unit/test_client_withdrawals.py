@@ -27,7 +27,8 @@ def test_the_server_decodes_the_clients_withdrawal_as_written() -> None:
         CALL_WITHDRAWAL_REQUESTED, "run-1", "intentledger-client")
     assert envelope.event_id.version == 7, "a UUIDv7, as every event id"
     assert parse(envelope, CallWithdrawal) == WITHDRAWAL
-    assert dict(headers)["event_id"] == str(envelope.event_id).encode()
+    assert {name: raw.decode() for name, raw in headers} == envelope.headers(), \
+        "every header the ledger's own envelope carries, and the same values"
 
 
 def test_each_withdrawal_is_an_event_of_its_own() -> None:

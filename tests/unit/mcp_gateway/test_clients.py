@@ -7,9 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from intentledger_client.signing import (APPROVAL, CANCELLATION, PROPOSAL, REGISTRY, RESOLUTION,
+                                         WITHDRAWAL, typ)
+from joserfc import jws
+from joserfc.jwk import OKPKey
 
 from services.mcp_gateway.callers import Caller
-from services.mcp_gateway.clients import Clients
+from services.mcp_gateway.clients import Clients, delegated
+
+KEY = OKPKey.generate_key("Ed25519", {"kid": "gateway-key"})
 
 
 class Fake:
@@ -74,3 +80,25 @@ async def test_beyond_the_bound_the_least_recently_used_idle_clients_close_first
     assert pool.open == 2
     await pool.close()
     assert all(fake.closed for fake in opened)
+
+
+@pytest.mark.parametrize("use", [PROPOSAL, WITHDRAWAL])
+def test_a_callers_client_signs_its_calls_and_withdrawals_as_the_gateway_for_the_caller(use):
+    value = b'{"run_id": "r"}'
+    client = delegated("127.0.0.1:1", Caller("desk-agent", "acme", "finance:a"),
+                       gateway_id="mcp-gateway", key=KEY)
+    signed = jws.extract_compact(client._signature(value, use).encode(), payload=value,
+                                 registry=REGISTRY)
+    assert jws.validate_compact(signed, KEY, registry=REGISTRY)
+    claims = signed.protected
+    assert (claims["typ"], claims["principal"], claims["agent"], claims["person"]) == (
+        typ(use), "mcp-gateway", "desk-agent", "finance:a")
+
+
+@pytest.mark.parametrize("use", [APPROVAL, RESOLUTION, CANCELLATION])
+def test_a_callers_client_signs_nothing_else_in_the_callers_name(use):
+    """Not that the gateway's key could approve (it has no such role), but it never tries."""
+    client = delegated("127.0.0.1:1", Caller("desk-agent", "acme", "finance:a"),
+                       gateway_id="mcp-gateway", key=KEY)
+    with pytest.raises(ValueError, match=use):
+        client._signature(b"{}", use)

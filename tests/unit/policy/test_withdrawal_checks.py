@@ -13,7 +13,7 @@ import pytest
 
 from services.policy.repository import StoredDecision
 from services.policy.withdrawals import (CALL_UNKNOWN, NOT_AWAITING_APPROVAL, NOT_THE_PROPOSER,
-                                         refusal)
+                                         refusal, sender)
 from shared.contracts.withdrawals import CallWithdrawal
 from shared.identity.signatures import APPROVAL, PROPOSAL, WITHDRAWAL, sign
 from tests.unit.identity.test_delegation import KEYS, PRINCIPALS
@@ -37,7 +37,14 @@ def checked(record: CallWithdrawal, signer: str = "agent-7", *, signed_for: str 
     value = record.model_dump_json().encode()
     token = sign(value, KEYS[signer], principal_id=signer, tenant_id=signed_for, use=use,
                  **claims).encode()
-    return refusal(value, (token,) * signatures, PRINCIPALS, record, stored)
+    return judged(value, (token,) * signatures, record, stored)
+
+
+def judged(value: bytes, signatures: tuple[bytes, ...], record: CallWithdrawal,
+           stored: StoredDecision | None) -> str | None:
+    """As the policy judges it: who sent it, and only then whether it counts for the call."""
+    proven = sender(value, signatures, PRINCIPALS, record)
+    return proven if isinstance(proven, str) else refusal(proven, record, stored)
 
 
 def for_person(person: str) -> StoredDecision:
@@ -90,11 +97,11 @@ def test_an_expired_signature_is_refused():
     value = record.model_dump_json().encode()
     token = sign(value, KEYS["agent-7"], principal_id="agent-7", tenant_id="acme",
                  use=WITHDRAWAL, now=datetime.now(UTC) - timedelta(minutes=10))
-    assert refusal(value, (token.encode(),), PRINCIPALS, record, WAITING) == "signature_expired"
+    assert judged(value, (token.encode(),), record, WAITING) == "signature_expired"
 
 
 def test_a_signature_over_other_bytes_is_refused():
     record = withdrawal()
     token = sign(b"{}", KEYS["agent-7"], principal_id="agent-7", tenant_id="acme", use=WITHDRAWAL)
-    assert refusal(record.model_dump_json().encode(), (token.encode(),), PRINCIPALS, record,
-                   WAITING) == "signature_invalid"
+    assert judged(record.model_dump_json().encode(), (token.encode(),), record,
+                  WAITING) == "signature_invalid"

@@ -45,8 +45,6 @@ LOG_APPEND_TIME = 1
 Signer = Callable[[bytes, str], str]
 """A record's bytes and its use (``signing.PROPOSAL``, ``signing.WITHDRAWAL``) → its
 ``intentledger-signature`` header (a detached JWS)."""
-UNDECIDED = ("awaiting_approval", "pending")
-"""A call's statuses that a withdrawal may still change."""
 
 
 class Client:
@@ -200,16 +198,17 @@ class Client:
         """Withdraw this principal's call while it awaits people's approval, and return what
         it came to by ``wait`` seconds: ``denied`` ``call_withdrawn`` once the policy has
         applied the withdrawal (nothing is dispatched; an approval given afterwards counts for
-        nothing). A call the policy decided first keeps its decision and settles with its
-        true outcome, which is returned: withdrawing is not cancelling an effect.
-        ``awaiting_approval`` or ``pending`` at the end: not applied by then (wait on its
-        handle again).
+        nothing). A call the policy decided first keeps its decision and its latest state is
+        returned (settled, or ``pending`` while an allowed call is under way): withdrawing is
+        not cancelling an effect. ``awaiting_approval`` at the end: not applied by then (wait
+        on its handle again).
 
         The policy counts a withdrawal only from the call's own proposer (this client's
-        signature, or its gateway's for the agent and person the call was proposed for) and
-        records every one, counted or refused with its reason, in ``policy.withdrawals``.
-        ``handle``: the call's (an ``Outcome``'s, or read back from JSON); one the intake has
-        not answered yet is waited on first, and one it refused is returned as it is."""
+        signature, or its gateway's for the agent and person the call was proposed for), and
+        records every one it can read, counted or refused with its reason, in
+        ``policy.withdrawals``. ``handle``: the call's (an ``Outcome``'s, or read back from
+        JSON); one the intake has not answered yet is waited on first, and one it refused is
+        returned as it is, with nothing sent."""
         self._check_tenant(handle)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -225,10 +224,16 @@ class Client:
             principal_id=self.principal_id, reason=reason, decided_at=datetime.now(UTC)))
         if (signature := self._signature(value, WITHDRAWAL)) is not None:
             headers.append((HEADER, signature.encode()))
-        await self._producer.send_and_wait(self._approvals, value, key=run_id.encode(),
-                                           headers=headers)
-        outcome = await self.wait(handle, max(0.0, deadline - loop.time()))
-        while outcome.status in UNDECIDED and (left := deadline - loop.time()) > 0:
+        try:
+            async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                await self._producer.send_and_wait(self._approvals, value, key=run_id.encode(),
+                                                   headers=headers)
+        except TimeoutError:  # not acknowledged: it may or may not reach the policy
+            return outcome_of(handle, None, None)
+        # every state from the first: a handle past the call's last state would wait for none
+        outcome = await self.wait(handle.model_copy(update={"settled_after": -1}),
+                                  max(0.0, deadline - loop.time()))
+        while outcome.status == "awaiting_approval" and (left := deadline - loop.time()) > 0:
             outcome = await self.wait(outcome.handle, left)
         return outcome
 

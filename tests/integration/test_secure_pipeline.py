@@ -4,6 +4,9 @@ relay, projection and the reference wallet (``intentledger serve``, as the fault
 them). A tenant's signed proposal is answered and settles with one debit, and its agent reads
 the answers on its own results topic, which another tenant's agent may not read; a record its
 agent signs while claiming the other tenant is refused by the intake and debits nothing.
+Its agent's user may write ``ledger.approvals`` for its withdrawals: an approval of its own
+call it writes there is refused, and its withdrawal, through the SDK logged in as that user,
+denies the call ``call_withdrawn``.
 
 If a service lacked an ACL it needs, nothing would settle: so the happy path also proves the
 derived ACLs sufficient, as ``test_tenant_isolation.py`` proves them tight."""
@@ -16,22 +19,27 @@ import os
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import TopicAuthorizationFailedError
+from intentledger_client import Client
 
 from intentledger.chaos.stack import Stack
 from shared.db.pool import open_pool
 from shared.db.schemas import migrate_all
 from shared.config import Settings
-from shared.identity.signatures import HEADER
+from shared.contracts.approvals import APPROVAL_GRANTED, ApprovalDecision
+from shared.identity.signatures import APPROVAL, HEADER
+from shared.messaging.envelope import Envelope
 from shared.infra.kafka_credentials import ADMIN
 from shared.kafka_users import agent_user
-from shared.topology import AGENT_PROPOSALS, results_topic
+from shared.topology import AGENT_PROPOSALS, LEDGER_APPROVALS, results_topic
 from tests.support.identities import local, signature
 from tests.support.intake import generic, new_run
 from downstreams.wallet.repository import open_wallet
+from tests.support.kafka import wait_for
 from tests.support.secure_kafka import refused
 from tests.support.wallet import balance, debits
 
@@ -62,9 +70,9 @@ async def secure_pool(secure_kafka):
     await pool.close()
 
 
-async def new_wallet(pool, tenant: str) -> str:
+async def new_wallet(pool, tenant: str, balance_minor: int = 10_000) -> str:
     wallet_id = f"tenant/{tenant}/w-{uuid.uuid4().hex[:10]}"
-    assert await open_wallet(pool, wallet_id, "EUR", 10_000)
+    assert await open_wallet(pool, wallet_id, "EUR", balance_minor)
     return wallet_id
 
 
@@ -138,3 +146,45 @@ async def test_a_record_the_agent_signs_claiming_another_tenant_is_refused_and_d
         "SELECT count(*) FROM proposal_intake.logical_calls WHERE run_id = $1", run)
     assert accepted == 0
     assert (await balance(secure_pool, wallet_id), await debits(secure_pool, wallet_id)) == (10_000, 0)
+
+
+async def test_the_agents_own_approval_is_refused_and_its_withdrawal_denies_the_call(
+        secure_kafka, stack, secure_pool):
+    """Over the example policy's cap (500.00 EUR) a debit awaits two people. The agent's user
+    may write ``ledger.approvals`` (its withdrawals go there), so it writes a grant of its own
+    call, signed with its own key: refused, the call still waits. Its withdrawal, sent by the
+    SDK logged in as that user, denies the call; nothing is debited."""
+    wallet_id, run = await new_wallet(secure_pool, TENANT, 100_000), new_run()
+    login = secure_kafka.login(agent_user(TENANT))
+    async with Client(login.pop("bootstrap_servers"), principal_id=AGENT, tenant_id=TENANT,
+                      signing_key=local().key_file(AGENT), kafka_options=login) as client:
+        waiting = await client.call(run, "wallet.debit", {"wallet_id": wallet_id,
+                                                          "amount": "600.00", "currency": "EUR"},
+                                    call_id="c1", operation_key=f"{run}:debit", wait=90)
+        assert waiting.status == "awaiting_approval", waiting
+        intent = waiting.answer
+        now = datetime.now(UTC)
+        own = Envelope.new(event_type=APPROVAL_GRANTED, run_id=run, producer="agent",
+                           payload=ApprovalDecision(
+                               decision="granted", run_id=run, tenant_id=TENANT,
+                               logical_call_id=intent.logical_call_id,
+                               operation_key=intent.operation_key,
+                               arguments_hash=intent.arguments_hash, approver_id=AGENT,
+                               decided_at=now, expires_at=now + timedelta(minutes=5),
+                           ).model_dump(mode="json"))
+        async with secure_kafka.producer(agent_user(TENANT), acks="all") as producer:
+            await producer.send_and_wait(LEDGER_APPROVALS, own.value(), key=run.encode(), headers=[
+                *((name, value.encode()) for name, value in own.headers().items()),
+                (HEADER, signature(own.value(), AGENT, TENANT, use=APPROVAL))])
+        refused = await wait_for(lambda: secure_pool.fetchval(
+            "SELECT reason_code FROM policy.approvals WHERE approval_event_id = $1",
+            own.event_id), timeout=60)
+        assert refused == "principal_lacks_role", "an agent approves nothing"
+        assert await secure_pool.fetchval(
+            "SELECT outcome FROM policy.decisions WHERE logical_call_id = $1",
+            intent.logical_call_id) == "awaiting_approval"
+
+        withdrawn = await client.withdraw(waiting.handle, "the user cancelled", wait=90)
+    assert (withdrawn.status, withdrawn.reason_code) == ("denied", "call_withdrawn")
+    assert (await balance(secure_pool, wallet_id), await debits(secure_pool, wallet_id)) == (
+        100_000, 0)

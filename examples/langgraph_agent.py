@@ -13,6 +13,7 @@ against the whole pipeline (``docker compose up``) with a wallet that exists::
 A debit over the policy's cap waits for approval: the graph stops with an ``__interrupt__``
 naming the call; approve it (the console, or ``intentledger approvals``) and press Enter, and
 the graph resumes: the same call, under the same key, is answered with its settled result.
+Type ``withdraw`` instead, and the call is taken back: it is denied ``call_withdrawn``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from langgraph.types import Command
 
 from intentledger_client import Client
 from intentledger_client.frameworks.langchain import structured_tools
-from intentledger_client.frameworks.langgraph import interrupt_while_awaiting_approval
+from intentledger_client.frameworks.langgraph import WITHDRAW, interrupt_while_awaiting_approval
 from intentledger_client.tools import CATALOG
 
 
@@ -79,8 +80,10 @@ async def main(args: argparse.Namespace) -> int:
         state = await app.ainvoke({"messages": [HumanMessage("Pay the order.")]}, config)
         while state.get("__interrupt__"):
             print(json.dumps(state["__interrupt__"][0].value, indent=2))
-            input("Approve the call in intentledger, then press Enter to resume: ")
-            state = await app.ainvoke(Command(resume=True), config)
+            said = input("Approve the call in intentledger, then press Enter to resume"
+                         " (or type withdraw to take it back): ")
+            resume = {WITHDRAW: "withdrawn by the user"} if said.strip() == "withdraw" else True
+            state = await app.ainvoke(Command(resume=resume), config)
     for message in state["messages"]:
         print(f"{message.type}: {message.content}")
     return 0

@@ -5,7 +5,8 @@ network): the model's debit takes effect once; LangGraph re-executing the tools 
 checkpoint (time travel: the same ToolCall id) is answered as the duplicate it is, paying
 nothing more; a denied debit reaches the model as an error ToolMessage with its reason code; a
 debit awaiting approval interrupts the graph, which resumes to the settled result once a person
-approves it."""
+approves it, or, resumed with a withdrawal, tells the model the call was withdrawn and pays
+nothing."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import uuid
 import pytest
 from intentledger_client import Outcome
 from intentledger_client.frameworks.langchain import structured_tools
-from intentledger_client.frameworks.langgraph import KIND, interrupt_while_awaiting_approval
+from intentledger_client.frameworks.langgraph import (KIND, WITHDRAW,
+                                                      interrupt_while_awaiting_approval)
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from tests.support.agents import agent, tool_catalog
+from tests.support.kafka import wait_for
 from tests.support.examples import example
 from tests.support.pipeline import answer, approve
 from tests.support.pipeline_stack import pipeline
@@ -83,3 +86,33 @@ async def test_a_call_awaiting_approval_interrupts_the_graph_and_resumes_once_ap
     paid = tool_messages(resumed)["call_big"]
     assert (paid.status, json.loads(paid.content)["result"]["balance_minor"]) == ("success", 2_000)
     assert await debits(pool, wallet_id) == 1 and resumed["messages"][-1].content == "paid"
+
+
+async def test_a_call_awaiting_approval_is_withdrawn_by_the_resume_value(payer_stage, pool):
+    """The user takes the call back at the interrupt: ``Command(resume={"withdraw": ...})``.
+    The re-run node proposes the call again (its duplicate, still awaiting) and withdraws it;
+    the model reads it was denied ``call_withdrawn``, and a person's approval afterwards pays
+    nothing."""
+    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
+        "langgraph_agent.py")
+    wallet_id = await new_wallet(pool, 10_000)
+    model = graphs.recorded_model(graphs.debit_call("call_big", wallet_id, "80.00"),
+                                  AIMessage("not paid"))
+    config = {"configurable": {"thread_id": run}}
+    async with pipeline(stage), agent(stage, payer_stage.payer) as client:
+        tools = structured_tools(client, tool_catalog(stage), wait=120,
+                                 approval=interrupt_while_awaiting_approval)
+        app = graphs.graph(model, tools)
+        paused = await app.ainvoke({"messages": [HumanMessage("pay")]}, config)
+        assert paused["__interrupt__"], "the call waits for people"
+        resumed = await app.ainvoke(Command(resume={WITHDRAW: "the user cancelled"}), config)
+        intent = (await answer(pool, stage, run, "call_big"))["payload"]
+        late = await approve(stage, intent, "finance:a")
+        refused = await wait_for(lambda: pool.fetchval(
+            "SELECT reason_code FROM policy.approvals WHERE approval_event_id = $1",
+            late.event_id), timeout=60)
+    withdrawn = tool_messages(resumed)["call_big"]
+    assert withdrawn.status == "error"
+    assert json.loads(withdrawn.content)["reason_code"] == "call_withdrawn"
+    assert refused == "approval_not_pending"
+    assert await debits(pool, wallet_id) == 0 and resumed["messages"][-1].content == "not paid"

@@ -35,6 +35,19 @@ def tool_messages(state: dict) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
 
 
+async def paused_on_a_big_debit(client, stage, run: str, wallet_id: str,
+                                last_words: str) -> tuple:
+    """The example's graph with approval by interrupt, its model debiting over the policy's cap
+    and then saying ``last_words``, run to its interrupt: (graph, config, paused state)."""
+    graphs = example("langgraph_agent.py")
+    model = graphs.recorded_model(graphs.debit_call("call_big", wallet_id, "80.00"),
+                                  AIMessage(last_words))
+    tools = structured_tools(client, tool_catalog(stage), wait=120,
+                             approval=interrupt_while_awaiting_approval)
+    app, config = graphs.graph(model, tools), {"configurable": {"thread_id": run}}
+    return app, config, await app.ainvoke({"messages": [HumanMessage("pay")]}, config)
+
+
 async def test_a_tool_call_takes_effect_once_a_reexecuted_node_is_a_duplicate_and_denials_say_why(
         payer_stage, pool):
     stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
@@ -65,17 +78,10 @@ async def test_a_tool_call_takes_effect_once_a_reexecuted_node_is_a_duplicate_an
 
 async def test_a_call_awaiting_approval_interrupts_the_graph_and_resumes_once_approved(
         payer_stage, pool):
-    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
-        "langgraph_agent.py")
+    stage, run = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}"
     wallet_id = await new_wallet(pool, 10_000)
-    model = graphs.recorded_model(graphs.debit_call("call_big", wallet_id, "80.00"),  # over the cap
-                                  AIMessage("paid"))
-    config = {"configurable": {"thread_id": run}}
     async with pipeline(stage), agent(stage, payer_stage.payer) as client:
-        tools = structured_tools(client, tool_catalog(stage), wait=120,
-                                 approval=interrupt_while_awaiting_approval)
-        app = graphs.graph(model, tools)
-        paused = await app.ainvoke({"messages": [HumanMessage("pay")]}, config)
+        app, config, paused = await paused_on_a_big_debit(client, stage, run, wallet_id, "paid")
         [interrupted] = paused["__interrupt__"]
         assert await debits(pool, wallet_id) == 0, "nothing happens before a person approves"
         intent = (await answer(pool, stage, run, "call_big"))["payload"]
@@ -93,17 +99,11 @@ async def test_a_call_awaiting_approval_is_withdrawn_by_the_resume_value(payer_s
     The re-run node proposes the call again (its duplicate, still awaiting) and withdraws it;
     the model reads it was denied ``call_withdrawn``, and a person's approval afterwards pays
     nothing."""
-    stage, run, graphs = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}", example(
-        "langgraph_agent.py")
+    stage, run = payer_stage.stage, f"run-{uuid.uuid4().hex[:10]}"
     wallet_id = await new_wallet(pool, 10_000)
-    model = graphs.recorded_model(graphs.debit_call("call_big", wallet_id, "80.00"),
-                                  AIMessage("not paid"))
-    config = {"configurable": {"thread_id": run}}
     async with pipeline(stage), agent(stage, payer_stage.payer) as client:
-        tools = structured_tools(client, tool_catalog(stage), wait=120,
-                                 approval=interrupt_while_awaiting_approval)
-        app = graphs.graph(model, tools)
-        paused = await app.ainvoke({"messages": [HumanMessage("pay")]}, config)
+        app, config, paused = await paused_on_a_big_debit(client, stage, run, wallet_id,
+                                                          "not paid")
         assert paused["__interrupt__"], "the call waits for people"
         resumed = await app.ainvoke(Command(resume={WITHDRAW: "the user cancelled"}), config)
         intent = (await answer(pool, stage, run, "call_big"))["payload"]

@@ -12,15 +12,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from intentledger_client.contracts import ENVELOPE_CONTENT_TYPE, ENVELOPE_HEADERS  # the agents' too
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import PermanentError
 from shared.ids import new_event_id
 from shared.tracing import current_traceparent
-
-CONTENT_TYPE = "application/json"
-_HEADER_FIELDS = ("event_id", "event_type", "schema_version", "run_id", "producer",
-                  "correlation_id", "causation_id", "traceparent")
 
 
 class Envelope(BaseModel):
@@ -58,9 +55,9 @@ class Envelope(BaseModel):
         )
 
     def headers(self) -> dict[str, str]:
-        values = self.model_dump(mode="json", include=set(_HEADER_FIELDS))
+        values = self.model_dump(mode="json", include=set(ENVELOPE_HEADERS))
         headers = {name: str(value) for name, value in values.items() if value is not None}
-        headers["content-type"] = CONTENT_TYPE
+        headers["content-type"] = ENVELOPE_CONTENT_TYPE
         return headers
 
     def value(self) -> bytes:
@@ -78,7 +75,7 @@ def decode(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Enve
         raise PermanentError(f"value is not an event envelope: {type(error).__name__}") from error
     header_values = {name: raw.decode(errors="replace") for name, raw in headers or []}
     expected = envelope.headers()
-    for name in _HEADER_FIELDS:
+    for name in ENVELOPE_HEADERS:
         if name in header_values and header_values[name] != expected.get(name):
             raise PermanentError(f"header {name}={header_values[name]!r} disagrees with the value")
     return envelope

@@ -6,9 +6,10 @@ import json
 import uuid
 
 import pytest
+from intentledger_client.contracts import ENVELOPE_CONTENT_TYPE
 
 from shared.errors import PermanentError
-from shared.messaging.envelope import CONTENT_TYPE, Envelope, decode
+from shared.messaging.envelope import Envelope, decode
 
 
 def ping(**overrides) -> Envelope:
@@ -57,7 +58,7 @@ def test_headers_mirror_the_fields_and_declare_the_content_type():
         "producer": "demo",
         "correlation_id": "run-1",
         "traceparent": envelope.traceparent,
-        "content-type": CONTENT_TYPE,
+        "content-type": ENVELOPE_CONTENT_TYPE,
     }
 
 

@@ -121,6 +121,12 @@ class ToolCallAwaitingApproval(BaseModel):
 Announcement = ToolCallSettled | ToolCallAwaitingApproval
 """What a call's agent is told after the intake's answer (by the policy or the dispatcher)."""
 
+ENVELOPE_HEADERS = ("event_id", "event_type", "schema_version", "run_id", "producer",
+                    "correlation_id", "causation_id", "traceparent")
+"""The event envelope's fields that a record carries in its Kafka headers too (beside
+``content-type``: ``ENVELOPE_CONTENT_TYPE``); the ledger refuses a record whose two copies
+disagree (``shared/messaging/envelope.py``)."""
+ENVELOPE_CONTENT_TYPE = "application/json"
 CALL_WITHDRAWAL_REQUESTED = "CallWithdrawalRequested"
 
 

@@ -13,12 +13,11 @@ from typing import Any
 
 import uuid_utils
 
-from intentledger_client.contracts import CALL_WITHDRAWAL_REQUESTED, CallWithdrawal
+from intentledger_client.contracts import (CALL_WITHDRAWAL_REQUESTED, ENVELOPE_CONTENT_TYPE,
+                                           ENVELOPE_HEADERS, CallWithdrawal)
 from intentledger_client.tracing import current_traceparent
 
 PRODUCER = "intentledger-client"
-_HEADER_FIELDS = ("event_id", "event_type", "schema_version", "run_id", "producer",
-                  "correlation_id", "causation_id", "traceparent")
 
 
 def record(withdrawal: CallWithdrawal) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -30,6 +29,7 @@ def record(withdrawal: CallWithdrawal) -> tuple[bytes, list[tuple[str, bytes]]]:
         "occurred_at": datetime.now(UTC).isoformat(), "run_id": withdrawal.run_id,
         "producer": PRODUCER, "correlation_id": withdrawal.run_id, "causation_id": None,
         "traceparent": current_traceparent(), "payload": withdrawal.model_dump(mode="json")}
-    headers = [(name, str(envelope[name]).encode()) for name in _HEADER_FIELDS
+    headers = [(name, str(envelope[name]).encode()) for name in ENVELOPE_HEADERS
                if envelope[name] is not None]
-    return json.dumps(envelope).encode(), [*headers, ("content-type", b"application/json")]
+    return json.dumps(envelope).encode(), [*headers,
+                                           ("content-type", ENVELOPE_CONTENT_TYPE.encode())]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from shared.messaging.admin import ensure_topics
 from shared.messaging.envelope import Envelope
 from shared.messaging.retention import RetentionSettings, horizon, purge, topic_retention_s
 from tests.support.consumers import consuming
@@ -21,13 +21,7 @@ HOUR_MS = 3_600_000
 
 async def topic_keeping(bootstrap: str, retention_ms: int) -> str:
     topic = unique_topic("retention")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1,
-                                            topic_configs={"retention.ms": str(retention_ms)})])
-    finally:
-        await admin.close()
+    await ensure_topics(bootstrap, [topic], 1, configs={"retention.ms": str(retention_ms)})
     return topic
 
 

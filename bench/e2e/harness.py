@@ -59,6 +59,7 @@ class Bench:
         await migrate_all(self.settings)
         self.pool = await open_pool(self.endpoints.database_url,
                                     application_name="intentledger-bench", max_size=4)
+        self.statements = Statements(self.pool)
         self.stack = Stack(self.endpoints, self.settings.logs_dir, "bench-e2e")
         self.profiler = Profiler(self.config, self.stack)
         self.transactions = TransactionLog(
@@ -89,7 +90,6 @@ class Bench:
             answers = Answers(self.names, self.proposals, self.endpoints.kafka_bootstrap,
                               load.tenant_of)
             await answers.start(backlog)
-            self.statements = Statements(self.pool)
             await self.statements.start()
             self._warn(self.statements.unavailable_reason)
             pace = Pace()
@@ -124,7 +124,9 @@ class Bench:
             cpu_end = self.meter.cpu()
             peaks = self.meter.peak_rss()  # while every process still runs
             self.most_called = await self.statements.most_called(self.proposals.settled)
+            self.postgres_time = await self.statements.time_spent(self.proposals.settled)
         finally:
+            await self.statements.stop()
             await self.stack.stop()
             await self.pool.close()
         correctness["duplicates_prevented"] |= consumer_totals(self.stack)  # logged on stopping

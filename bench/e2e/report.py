@@ -45,6 +45,9 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
             for name, line in budget["per_settled"].items()))
     print("  cpu s / peak MB: " + ", ".join(
         f"{name} {p['cpu_s']}/{p['peak_rss_mb']}" for name, p in result["processes"].items()))
+    if (spent := result["postgres_time"]) is not None:
+        print(f"  postgres per settled proposal: executing {spent['exec_ms_per_settled']} ms, "
+              f"planning {spent['plan_ms_per_settled']} ms ({spent['plans_per_settled']} plans)")
     correctness = result["correctness"]
     print(f"  retry amplification {correctness['retry_amplification']}, "
           f"states {correctness['dispatcher_states']}")

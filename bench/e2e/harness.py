@@ -126,7 +126,7 @@ class Bench:
             self.most_called = await self.statements.most_called(self.proposals.settled)
             self.postgres_time = await self.statements.time_spent(self.proposals.settled)
         finally:
-            await self.statements.stop()
+            self._warn(await self.statements.stop())
             await self.stack.stop()
             await self.pool.close()
         correctness["duplicates_prevented"] |= consumer_totals(self.stack)  # logged on stopping

@@ -51,13 +51,19 @@ class Statements:
         except asyncpg.PostgresError as error:
             self.unavailable_reason = f"pg_stat_statements unavailable: {error}"
 
-    async def stop(self) -> None:
-        """The server's own setting again."""
-        if self.tracks_planning:
+    async def stop(self) -> str | None:
+        """The server's own setting again; a warning when the server could not be told (it is
+        away: the run's own error, if any, is the one to report)."""
+        if not self.tracks_planning:
+            return None
+        try:
             async with self.pool.acquire() as conn:
                 await conn.execute(f"ALTER SYSTEM RESET {TRACK_PLANNING}")
                 await conn.execute("SELECT pg_reload_conf()")
-            self.tracks_planning = False
+        except (asyncpg.PostgresError, OSError) as error:
+            return f"{TRACK_PLANNING} left on: {error}"
+        self.tracks_planning = False
+        return None
 
     async def counters(self) -> dict[str, int | None]:
         """Statements executed (all of them, top-level and nested) and transactions committed

@@ -32,7 +32,7 @@ async def test_planning_is_counted_for_the_run_and_the_setting_reset_after_it(en
     assert spent["plan_ms_per_settled"] > 0 and spent["plans_per_settled"] >= 5 / 8
     assert all(isinstance(value, float) for value in spent.values())  # numbers in e2e.json
 
-    await statements.stop()
+    assert await statements.stop() is None
     assert not statements.tracks_planning
     assert not await pool.fetchval(  # the server's own configuration again, for every session
         "SELECT count(*) FROM pg_file_settings WHERE name = $1"

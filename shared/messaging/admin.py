@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import NotControllerError, TopicAlreadyExistsError, for_code
 
 from shared.messaging.kafka_security import client_options
 from shared.topology import RESULTS_PARTITIONS
 
+CONTROLLER_PATIENCE_S = 10.0
+"""How long a creation waits for the broker to name a controller (it names none for a moment
+after it starts or resumes) before it gives up with a retryable error."""
 RESULTS_RETENTION_MS = 7 * 24 * 3600 * 1000
 """Answers are kept a week, as the other request and answer topics (k8s/base/kafka-topics.yaml)."""
 
@@ -28,6 +33,7 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int = 
                    for name in dict.fromkeys(names) if name not in existing]
         if not missing:
             return []
+        await controller_known(admin)
         try:
             response = await admin.create_topics(missing)
         except TopicAlreadyExistsError:
@@ -44,6 +50,23 @@ async def ensure_topics(bootstrap: str, names: Iterable[str], partitions: int = 
         return created
     finally:
         await admin.close()
+
+
+async def controller_known(admin: AIOKafkaAdminClient,
+                           patience_s: float = CONTROLLER_PATIENCE_S) -> None:
+    """Wait until the broker's metadata names a controller among its brokers. aiokafka sends a
+    creation to the controller its metadata names, and when a broker that has just started or
+    resumed names none yet, it fails with an ``AttributeError`` instead of a Kafka error, which
+    every caller would take for a bug. Past ``patience_s``: ``NotControllerError``, which is
+    retryable (services back off and try again)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        cluster = await admin.describe_cluster()
+        if cluster["controller_id"] in {broker["node_id"] for broker in cluster["brokers"]}:
+            return
+        if time.monotonic() >= deadline:
+            raise NotControllerError(f"the broker named no controller within {patience_s:g} s")
+        await asyncio.sleep(0.1)
 
 
 async def ensure_results_topics(bootstrap: str, names: Iterable[str],

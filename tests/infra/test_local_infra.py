@@ -18,12 +18,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from shared.config import Endpoints, Settings
 from shared.infra import class_archive, kafka_local
 from shared.infra import down, pause_kafka, resume_kafka, start_kafka, status, stop_kafka, up
 from shared.infra.ports import free_port
+from shared.messaging.admin import ensure_topics
 from shared.infra.processes import is_alive
 from shared.infra.readiness import kafka_answers
 
@@ -126,12 +126,7 @@ async def test_down_stops_both_processes(settings: Settings, endpoints: Endpoint
 
 async def _create_topic(bootstrap: str) -> str:
     topic = f"infra-test-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
+    await ensure_topics(bootstrap, [topic], 1)
     return topic
 
 

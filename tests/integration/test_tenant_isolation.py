@@ -20,6 +20,7 @@ from shared import topology
 from shared.infra.kafka_credentials import ADMIN
 from shared.infra.kafka_tools import bindings
 from shared.kafka_users import agent_user
+from shared.messaging.admin import controller_known, ensure_topics
 from shared.topology import results_topic
 from tests.support.secure_kafka import refused
 
@@ -88,12 +89,7 @@ async def test_a_tenant_never_reads_the_proposals_other_tenants_send(secure_kafk
 async def test_a_literal_acl_does_not_reach_a_tenant_whose_name_extends_it(secure_kafka):
     """``agent.results.acme2`` belongs to another tenant: a PREFIXED ACL would have let acme in."""
     lookalike, theirs = results_topic(f"acme{uuid.uuid4().hex[:4]}"), marker()
-    admin = AIOKafkaAdminClient(**secure_kafka.login(ADMIN))
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(lookalike, 1, 1)])
-    finally:
-        await admin.close()
+    await ensure_topics(secure_kafka.bootstrap, [lookalike], 1, login=secure_kafka.login(ADMIN))
     async with secure_kafka.producer(ADMIN) as producer:
         await producer.send_and_wait(lookalike, theirs)
 
@@ -165,6 +161,7 @@ async def test_a_tenant_cannot_create_a_topic(secure_kafka):
     admin = AIOKafkaAdminClient(**secure_kafka.login(ACME))
     await admin.start()
     try:
+        await controller_known(admin)
         response = await admin.create_topics([NewTopic(name, 1, 1)])
     finally:
         await admin.close()

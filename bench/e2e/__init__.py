@@ -61,7 +61,8 @@ schedule through the thin client), ``answers`` (the tenants' ``agent.results.<te
 ``backlog`` (lag and pending outbox rows), ``meter`` (CPU and memory), ``pace`` (the host's
 pace), ``statements`` (PostgreSQL's statements, commits and planning), ``watch`` (services
 that died), ``profiles`` (py-spy), ``transactions`` (each service's transactions, from
-PostgreSQL's statement log), ``hops`` (per-hop latency), ``correctness`` (the end-of-run
+PostgreSQL's statement log), ``server_settings`` (what ``statements`` and ``transactions`` set
+on the server for a while), ``hops`` (per-hop latency), ``correctness`` (the end-of-run
 checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures
 of ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """

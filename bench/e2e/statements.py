@@ -22,6 +22,8 @@ from typing import Any
 
 import asyncpg
 
+from bench.e2e.server_settings import configure
+
 TOP = 25
 TRACK_PLANNING = "pg_stat_statements.track_planning"
 
@@ -41,8 +43,7 @@ class Statements:
             async with self.pool.acquire() as conn:
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                 try:
-                    await conn.execute(f"ALTER SYSTEM SET {TRACK_PLANNING} = on")
-                    await conn.execute("SELECT pg_reload_conf()")
+                    await configure(conn, {TRACK_PLANNING: "on"})
                     self.tracks_planning = True
                 except asyncpg.PostgresError:  # not a superuser: execution is counted alone
                     pass
@@ -58,8 +59,7 @@ class Statements:
             return None
         try:
             async with self.pool.acquire() as conn:
-                await conn.execute(f"ALTER SYSTEM RESET {TRACK_PLANNING}")
-                await conn.execute("SELECT pg_reload_conf()")
+                await configure(conn, {TRACK_PLANNING: None})
         except (asyncpg.PostgresError, OSError) as error:
             return f"{TRACK_PLANNING} left on: {error}"
         self.tracks_planning = False

@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 
 from bench.e2e.config import Config
+from bench.e2e.server_settings import configure
 from bench.e2e.steps import Step
 
 PREFIX = "%m [%p] %a: "
@@ -87,14 +88,8 @@ class TransactionLog:
             self.summaries = summarise(log) | {"rate": step.rate, "seconds": seconds}
 
     async def _configure(self, settings: dict[str, str | None]) -> None:
-        """``None`` resets a setting to the server's own."""
         async with self.pool.acquire() as conn:
-            for name, value in settings.items():
-                if value is None:
-                    await conn.execute(f"ALTER SYSTEM RESET {name}")
-                else:
-                    await conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
-            await conn.execute("SELECT pg_reload_conf()")
+            await configure(conn, settings)
 
 
 def summarise(lines: Iterable[str]) -> dict[str, Any]:

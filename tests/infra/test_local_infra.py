@@ -23,9 +23,9 @@ from shared.config import Endpoints, Settings
 from shared.infra import class_archive, kafka_local
 from shared.infra import down, pause_kafka, resume_kafka, start_kafka, status, stop_kafka, up
 from shared.infra.ports import free_port
-from shared.messaging.admin import ensure_topics
 from shared.infra.processes import is_alive
 from shared.infra.readiness import kafka_answers
+from shared.messaging.admin import ensure_topics
 
 pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
 

@@ -5,7 +5,9 @@ each module's docstring for what it measures and why the comparison is fair). Ev
 taken with full durability: PostgreSQL ``synchronous_commit=on`` (checked), Kafka ``acks=all``
 with idempotence. Each cleans up what it creates (scratch schema, topics or database).
 
-    python -m bench.baselines pgbench|kafka_raw|faststream_vs_raw|dbos_peer|hop_floor [--option V] ...
+    python -m bench.baselines NAME [--option V] ...
+
+NAME is one of ``NAMES``: pgbench, kafka_raw, faststream_vs_raw, dbos_peer, hop_floor, skeleton.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable
 
-NAMES = ("pgbench", "kafka_raw", "faststream_vs_raw", "dbos_peer", "hop_floor")
+NAMES = ("pgbench", "kafka_raw", "faststream_vs_raw", "dbos_peer", "hop_floor", "skeleton")
 
 
 def baseline(name: str) -> Callable[..., Awaitable[dict]]:

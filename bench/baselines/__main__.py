@@ -6,6 +6,7 @@
     python -m bench.baselines dbos_peer [--seconds 10] [--concurrency 32] [--latency-workflows 200]
         [--mode direct|queue] [--steps transaction|step]
     python -m bench.baselines hop_floor [--samples 100] [--idle-s 0.1]
+    python -m bench.baselines skeleton [--rates 10,50,100,150,200] [--step-s 20] [--runs 256]
 
 Infrastructure comes from ``intentledger infra up`` (or the INTENTLEDGER_KAFKA_BOOTSTRAP /
 INTENTLEDGER_DATABASE_URL endpoints it attaches to).
@@ -32,6 +33,7 @@ OPTIONS = {
     "dbos_peer": {"seconds": float, "concurrency": int, "latency_workflows": int, "mode": str,
                   "steps": str, "wallets": int},
     "hop_floor": {"samples": int, "idle_s": float},
+    "skeleton": {"rates": str, "step_s": float, "runs": int},
 }
 
 

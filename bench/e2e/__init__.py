@@ -63,6 +63,7 @@ pace), ``statements`` (PostgreSQL's statements, commits and planning), ``watch``
 that died), ``profiles`` (py-spy), ``transactions`` (each service's transactions, from
 PostgreSQL's statement log), ``server_settings`` (what ``statements`` and ``transactions`` set
 on the server for a while), ``hops`` (per-hop latency), ``correctness`` (the end-of-run
-checks), ``baselines`` (the same-run peers), ``stats``, ``figures`` and ``result`` (the figures
+checks), ``baselines`` (the same-run peers), ``floor`` (the pipeline beside its skeleton,
+``bench.baselines.skeleton``), ``stats``, ``figures`` and ``result`` (the figures
 of ``e2e.json``), ``report`` (the files and the printed summary), ``plots``.
 """

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from shared.config import Endpoints
 
 QUICK_SIZES = {"seconds": 5.0, "records": 20_000, "rounds": 1, "latency_workflows": 50,
-               "samples": 30}
+               "samples": 30, "step_s": 5.0}
 """With ``--quick``, each baseline runs with those of these sizes it takes."""
 SKIPPED = {"dbos_workflows_per_s": None, "pgbench_tps": None, "hop_floor_ms": None,
            "reason": "skipped (--no-baselines)"}
 """The baselines' entry of the result when ``--no-baselines`` (or ``--quick``) leaves them out."""
 
 
-async def run_baselines(endpoints: Endpoints, *, quick: bool) -> dict[str, Any]:
-    """The baselines and the peer of ``bench.baselines``.
+async def run_baselines(endpoints: Endpoints, *, quick: bool,
+                        sizes: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The baselines and the peer of ``bench.baselines``; ``sizes`` gives some of them
+    arguments of the run's own (the skeleton's rates, ``floor.floor_rates``).
 
     That package offers ``NAMES`` and ``baseline(name)``, a coroutine ``run(endpoints, **size)``
     returning a dict; ``dbos_workflows_per_s`` is ``dbos_peer``'s ``workflows_per_s``,
@@ -39,8 +42,8 @@ async def run_baselines(endpoints: Endpoints, *, quick: bool) -> dict[str, Any]:
         try:
             run = runner(name)
             parameters = inspect.signature(run).parameters
-            sizes = {k: v for k, v in QUICK_SIZES.items() if k in parameters} if quick else {}
-            details[name] = await run(endpoints, **sizes)
+            chosen = {k: v for k, v in QUICK_SIZES.items() if k in parameters} if quick else {}
+            details[name] = await run(endpoints, **chosen, **(sizes or {}).get(name, {}))
             details[name]["wall_s"] = round(time.monotonic() - began, 1)
         except Exception as error:  # one baseline failing must not cost the others
             reasons.append(f"{name} failed: {type(error).__name__}: {error}")

@@ -11,6 +11,7 @@ from bench.e2e import startup, tenancy
 from bench.e2e.answers import Answers
 from bench.e2e.backlog import Backlog
 from bench.e2e.baselines import SKIPPED, run_baselines
+from bench.e2e.floor import floor_rates
 from bench.e2e.client_load import ClientLoad
 from bench.e2e.config import Config
 from bench.e2e.correctness import check_correctness, consumer_totals
@@ -131,7 +132,9 @@ class Bench:
             await self.pool.close()
         correctness["duplicates_prevented"] |= consumer_totals(self.stack)  # logged on stopping
         watch.check_exit_statuses()
-        baselines = await run_baselines(self.endpoints, quick=self.config.quick) \
+        baselines = await run_baselines(
+            self.endpoints, quick=self.config.quick,
+            sizes={"skeleton": {"rates": floor_rates(self.steps)}}) \
             if self.config.baselines else dict(SKIPPED)
         return build_result(self, began=began, durability=durability, hops=hops,
                             correctness=correctness, baselines=baselines, cpu_end=cpu_end,

@@ -41,9 +41,13 @@ class Meter:
         for replica in stack.replicas.values():
             assert replica.process is not None
             self.add(replica.label, replica.process.pid, "python")
+        self.add_infrastructure(settings)
+        self.add("harness", os.getpid(), "python")
+
+    def add_infrastructure(self, settings: Settings) -> None:
+        """Kafka and PostgreSQL, when they are local processes of this home."""
         for name, (pid, note) in _infrastructure_pids(settings).items():
             self.add(name, pid, name, note)
-        self.add("harness", os.getpid(), "python")
 
     def cpu(self) -> dict[str, float]:
         """Seconds of CPU each process has used since it started (``reading``)."""

@@ -1,6 +1,6 @@
 """The end-to-end benchmark's plots (matplotlib, no display): throughput, latency and backlog over
 time; the latency CDF of the latency phase and of every step; CPU and memory per process;
-latency per hop."""
+latency per hop; the ramp beside its skeleton (``floor``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 
 from bench.e2e.config import LATENCY_TARGETS_MS
 from bench.e2e.figures import MACHINE, OTHER
+from bench.e2e.floor import cpu_ms_per_settled
 
 if TYPE_CHECKING:
     from bench.e2e.harness import Bench
@@ -27,11 +28,13 @@ def plot_all(result: dict[str, Any], bench: Bench, out: Path) -> list[Path]:
     matplotlib.use("Agg")
     written = []
     for name, draw in (("e2e-timeline.png", _timeline), ("e2e-latency-cdf.png", _cdf),
-                       ("e2e-cpu.png", _cpu), ("e2e-hops.png", _hops)):
+                       ("e2e-cpu.png", _cpu), ("e2e-hops.png", _hops),
+                       ("e2e-floor.png", _floor)):
         path = out / name
         try:
             draw(result, bench, path)
-            written.append(path)
+            if path.exists():  # a plot with nothing to show draws nothing
+                written.append(path)
         except Exception as error:  # a plot must never cost the figures
             print(f"  plot {name} failed: {type(error).__name__}: {error}")
     return written
@@ -214,6 +217,40 @@ def _hops(result: dict[str, Any], bench: Bench, path: Path) -> None:
         axis.tick_params(axis="x", labelsize=7)
         axis.legend(fontsize=7, loc="lower right")
     axes[-1, 0].set_xlabel("latency of each hop (ms), from the ledger's own timestamps")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _floor(result: dict[str, Any], bench: Bench, path: Path) -> None:
+    """The ramp beside its skeleton (``floor``): CPU per settled proposal and p50 by rate."""
+    import matplotlib.pyplot as plt
+
+    if not (floor := result.get("floor")):
+        return
+    ramp = [s for s in result["steps"] if s["phase"] == "ramp" and s["budget"]["per_settled"]]
+    rates = [s["rate_per_s"] for s in ramp]
+    cpu = [cpu_ms_per_settled(s) for s in ramp]
+    skeleton_rates = sorted(int(rate) for rate in floor["per_rate"])
+    skeleton_lines = [floor["per_rate"][rate] for rate in skeleton_rates]
+    figure, (cost, latency) = plt.subplots(1, 2, figsize=(12, 4.5))
+    cost.plot(rates, cpu, "o-", color=COLOURS[0], label="pipeline (ramp)")
+    cost.plot(skeleton_rates, [line["cpu_ms"] for line in skeleton_lines], "s--", color=COLOURS[1],
+              label="skeleton: no work in the hops")
+    cost.set_ylabel("CPU ms per settled proposal (all processes but the load's)")
+    latency.plot(rates, [s["settled_ms"]["p50"] for s in ramp], "o-", color=COLOURS[0],
+                 label="pipeline (ramp)")
+    latency.plot(skeleton_rates, [line["p50_ms"] for line in skeleton_lines], "s--", color=COLOURS[1],
+                 label="skeleton")
+    latency.set_yscale("log")
+    latency.set_ylabel("publish → settled p50 (ms)")
+    for axis in (cost, latency):
+        axis.set_xlabel("offered proposals/s")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"the pipeline beside its floor: the skeleton sustained "
+                    f"{floor['sustained_per_s']}/s, the pipeline "
+                    f"{result['sustained_proposals_per_s']}/s", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

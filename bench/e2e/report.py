@@ -57,5 +57,12 @@ def print_summary(result: dict[str, Any], out: Path, plots: list[Path]) -> None:
           f"{result['pgbench_tps']}, hop_floor_ms {result['hop_floor_ms']} (p50 "
           f"{result['p50_vs_hop_floor']}x)" + (f" ({result['baselines'].get('reason')})"
                                         if result["baselines"].get("reason") else ""))
+    if floor := result.get("floor"):
+        print(f"  the skeleton (no work in the hops) sustained {floor['sustained_per_s']}/s; "
+              f"the pipeline's CPU per proposal at 10/s {floor['cpu_vs_floor']}x its, p50 "
+              f"{floor['p50_vs_floor']}x its, at the sustained rate "
+              f"{floor['p50_vs_floor_at_sustained']}x; per rate: " + ", ".join(
+                  f"{rate}/s {line['cpu_ms']} ms, p50 {line['p50_ms']} ms"
+                  for rate, line in floor["per_rate"].items()))
     print(f"  wrote {out / 'e2e.json'}, e2e-timeline.json and "
           f"{', '.join(p.name for p in plots)}")

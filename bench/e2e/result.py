@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.e2e.config import HEADLINE_RATE
 from bench.e2e.figures import OTHER, process_figures, step_figures
+from bench.e2e.floor import beside_floor
 from bench.e2e.pipeline import POLICY_FILE, ROOT, TOOLS_FILE
 from bench.e2e.steps import STANDING_S
 
@@ -71,6 +72,8 @@ def build_result(bench: Bench, *, began: float, durability: dict[str, Any],
         "p50_vs_hop_floor": round(headline["settled_ms"]["p50"] / baselines["hop_floor_ms"], 1)
         if headline and headline["settled_ms"]["p50"] and baselines.get("hop_floor_ms")
         else None,
+        "floor": beside_floor((baselines.get("details") or {}).get("skeleton"), steps, best,
+                              headline),
         "max_python_service_rss_mb": max(python_services.values(), default=None),
         "events_per_cpu_s": round(correctness["ledger_events_published"] / measured_total, 1)
         if measured_total else None,

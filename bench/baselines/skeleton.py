@@ -54,6 +54,7 @@ GRACE_S = 10.0
 MAX_P99_MS = 1000.0
 WARM_UP_S = 120.0
 """How long the stack may take to carry its first proposal (start-ups, group joins)."""
+WARM_UP_PROPOSALS = 50
 STOP_S = 20.0
 AGENT = "agent"
 """This driver, in the CPU figures: the agent's produce and fetch, left out of ``all`` as
@@ -75,7 +76,8 @@ async def run(endpoints: Endpoints, *, rates: str = "10,50,100,150,200", step_s:
             await scratch_outbox(conn, name)
         await ensure_topics(endpoints.kafka_bootstrap,
                             [stages.topic(nonce, step) for step in stages.PATH])
-        processes = await _start(settings, endpoints, nonce, schemas)
+        logs = settings.logs_dir / "bench-skeleton"
+        processes = await _start(logs, endpoints, nonce, schemas)
         try:
             meter = Meter()
             for name, process in processes.items():
@@ -83,7 +85,7 @@ async def run(endpoints: Endpoints, *, rates: str = "10,50,100,150,200", step_s:
             meter.add_infrastructure(settings)
             meter.add(AGENT, os.getpid(), "python")
             async with _Traffic(endpoints.kafka_bootstrap, nonce, runs) as traffic:
-                await traffic.warm_up(processes)
+                await traffic.warm_up(processes, logs)
                 steps = []
                 for rate in (int(rate) for rate in rates.split(",")):
                     steps.append(await _step(traffic, meter, rate, step_s))
@@ -103,10 +105,9 @@ async def run(endpoints: Endpoints, *, rates: str = "10,50,100,150,200", step_s:
             "synchronous_commit": synchronous_commit}
 
 
-async def _start(settings: Settings, endpoints: Endpoints, nonce: str,
+async def _start(logs: Path, endpoints: Endpoints, nonce: str,
                  schemas: list[str]) -> dict[str, asyncio.subprocess.Process]:
     """The stages and the relay, on ``endpoints``, draining only the skeleton's outboxes."""
-    logs = settings.logs_dir / "bench-skeleton"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {stage: ["-m", "bench.baselines.skeleton_stage", "--stage", stage, "--nonce", nonce]
                 for stage in stages.STAGES}
@@ -119,8 +120,7 @@ async def _start(settings: Settings, endpoints: Endpoints, nonce: str,
     for name, command in commands.items():
         with open(logs / f"{name}.log", "wb") as log:
             processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, *command, env=env, stdout=log, stderr=log,
-                cwd=Path.cwd())
+                sys.executable, *command, env=env, stdout=log, stderr=log)
     return processes
 
 
@@ -193,21 +193,29 @@ class _Traffic:
             headers=[(name, value.encode()) for name, value in envelope.headers().items()])
         return proposal
 
-    async def warm_up(self, processes: dict[str, asyncio.subprocess.Process]) -> None:
-        """One proposal every half second until one comes back, then a few more: start-ups,
-        group joins and prepared statements are behind the first step."""
+    async def warm_up(self, processes: dict[str, asyncio.subprocess.Process], logs: Path) -> None:
+        """One proposal every half second until one comes back, then ``WARM_UP_PROPOSALS`` at
+        10/s: start-ups, group joins, the first fetch sessions and prepared statements are
+        behind the first step."""
         deadline = time.monotonic() + WARM_UP_S
-        first: list[str] = []
-        while not (first and first[0] in self.arrived) or len(first) < 20:
+        first = await self.send()
+        while first not in self.arrived:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the skeleton carried no proposal in {WARM_UP_S:.0f} s; "
-                                   f"logs in .../logs/bench-skeleton")
+                                   f"its logs: {logs}")
             if exited := [name for name, process in processes.items()
                           if process.returncode is not None]:
-                raise RuntimeError(f"skeleton processes exited: {exited}")
-            first.append(await self.send())
-            await asyncio.sleep(0.5 if first[0] not in self.arrived else 0.05)
-        while not all(proposal in self.arrived for proposal in first):
+                raise RuntimeError(f"skeleton processes exited: {exited}; their logs: {logs}")
+            await asyncio.sleep(0.5)
+            await self.send()
+        more = []
+        for _ in range(WARM_UP_PROPOSALS):
+            more.append(await self.send())
+            await asyncio.sleep(0.1)
+        while not all(proposal in self.arrived for proposal in more):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the skeleton's warm-up did not arrive in {WARM_UP_S:.0f} s; "
+                                   f"its logs: {logs}")
             await asyncio.sleep(0.05)
 
 

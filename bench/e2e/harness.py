@@ -11,10 +11,10 @@ from bench.e2e import startup, tenancy
 from bench.e2e.answers import Answers
 from bench.e2e.backlog import Backlog
 from bench.e2e.baselines import SKIPPED, run_baselines
-from bench.e2e.floor import floor_rates
 from bench.e2e.client_load import ClientLoad
 from bench.e2e.config import Config
 from bench.e2e.correctness import check_correctness, consumer_totals
+from bench.e2e.floor import floor_rates
 from bench.e2e.hops import hop_latencies
 from bench.e2e.load import Load
 from bench.e2e.meter import Meter

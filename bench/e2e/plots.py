@@ -31,6 +31,7 @@ def plot_all(result: dict[str, Any], bench: Bench, out: Path) -> list[Path]:
                        ("e2e-cpu.png", _cpu), ("e2e-hops.png", _hops),
                        ("e2e-floor.png", _floor)):
         path = out / name
+        path.unlink(missing_ok=True)  # an earlier run's, which this run's figures may not match
         try:
             draw(result, bench, path)
             if path.exists():  # a plot with nothing to show draws nothing

@@ -66,3 +66,18 @@ def test_no_ratio_without_a_skeleton_step_at_that_rate_and_none_without_the_skel
     assert beside_floor(None, [], None, None) is None
     assert beside_floor({"error": "RuntimeError: the skeleton carried no proposal"}, [], None,
                         None) is None
+
+
+def test_the_floor_plot_is_drawn_from_the_result_and_a_stale_one_is_not_left(tmp_path):
+    from bench.e2e.plots import plot_all
+
+    ramp = [pipeline_step(10, 41.0, postgres=20.0), pipeline_step(70, 413.0, postgres=8.0)]
+    result = {"steps": ramp, "sustained_proposals_per_s": 70,
+              "floor": beside_floor(SKELETON, ramp, ramp[1], ramp[0])}
+    written = plot_all(result, None, tmp_path)  # the other plots need a run's timeline
+    assert (tmp_path / "e2e-floor.png") in written
+    assert (tmp_path / "e2e-floor.png").stat().st_size > 10_000
+
+    written = plot_all({**result, "floor": None}, None, tmp_path)
+    assert not (tmp_path / "e2e-floor.png").exists()
+    assert (tmp_path / "e2e-floor.png") not in written

@@ -19,10 +19,10 @@ proposal of the step arrived). A step is sustained when every proposal arrived w
 first step that is not.
 
 Fair as a floor because it is the same runtime, drivers, durability and process layout as
-the pipeline, with no work in the hops; ``bench.e2e``'s CPU per proposal at the same rate,
-measured on the same machine, tells what the services' own work costs on top of it. It
-measures this runtime's floor, not the architecture's in any runtime: a leaner consumer than
-FastStream's, say, would lower it.
+the pipeline, with no work in the hops. ``bench.e2e`` sets the two side by side
+(``bench/e2e/floor.py``): CPU per proposal at a rate where neither fills the machine, latency
+and the rate each sustains. It measures this runtime's floor, not the architecture's in any
+runtime: a leaner consumer than FastStream's, say, would lower it.
 
     python -m bench.baselines skeleton [--rates 10,50,100] [--step-s 20]
 """
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.baselines import skeleton_stage as stages
 from bench.baselines._common import quantile, require_durable, scratch_outbox
@@ -230,8 +231,10 @@ async def _step(traffic: _Traffic, meter: Meter, rate: int, step_s: float) -> di
         proposals.append(await traffic.send())
     offered_s = time.perf_counter() - started
     deadline = started + step_s + GRACE_S
-    while time.perf_counter() < deadline and not all(p in traffic.arrived for p in proposals):
+    waiting = set(proposals)
+    while waiting and time.perf_counter() < deadline:
         await asyncio.sleep(0.01)
+        waiting -= traffic.arrived.keys()
     after, busy_after = meter.cpu(), meter.machine_busy()
     arrived = [p for p in proposals if p in traffic.arrived]
     latencies = [(traffic.arrived[p] - traffic.sent[p]) * 1000 for p in arrived]
@@ -241,18 +244,15 @@ async def _step(traffic: _Traffic, meter: Meter, rate: int, step_s: float) -> di
            for name in after if name in before}
     cpu["all"] = sum(value for name, value in cpu.items() if name != AGENT)
     cpu["machine"] = (busy_after - busy_before) * 1000 / max(settled, 1)
-    p99 = quantile(latencies, 0.99)
+    p50, p99 = (quantile(latencies, 0.5), quantile(latencies, 0.99)) if latencies else (None, None)
     return {"rate_per_s": rate, "proposals": count, "offered_per_s": count / offered_s,
             "settled": settled, "settled_per_s": settled / max(last - started, 1e-9),
-            "repeated": traffic.repeated - repeated,
-            "p50_ms": quantile(latencies, 0.5), "p99_ms": p99,
-            "sustained": settled == count and p99 <= MAX_P99_MS,
+            "repeated": traffic.repeated - repeated, "p50_ms": p50, "p99_ms": p99,
+            "sustained": settled == count and p99 is not None and p99 <= MAX_P99_MS,
             "cpu_ms_per_settled": {name: round(value, 3) for name, value in cpu.items()}}
 
 
 async def _delete_topics(bootstrap: str, nonce: str) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
-
     admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
     try:

@@ -9,7 +9,7 @@ The stages are the pipeline's consuming processes, with the topics they read and
 same shape: on a proposal's path the intake, the policy, the dispatcher (which reads twice: the
 policy's allowance, then the wallet's answer) and the wallet; off it the projection, which
 reads four of the path's topics, writes no event and gathers its fetches as the real one does
-(``services/projection/settings.py``). Each applies a batch in one transaction of the
+by default (``services/projection/settings.py``). Each applies a batch in one transaction of the
 services' own form (inbox markers, outbox rows, commit), so what a skeleton proposal costs is
 what the hops cost before any service does its work.
 """
@@ -21,6 +21,7 @@ import uuid
 
 import asyncpg
 
+from services.projection.settings import ProjectionSettings
 from shared import event_loop
 from shared.config import Settings
 from shared.db.migrations import migrate, pending, plan_for
@@ -43,7 +44,10 @@ STAGES = {"intake": ("proposed",), "policy": ("accepted",),
 each it reads."""
 READ_MODELS = frozenset({"projection"})
 """Stages that forward nothing."""
-PROJECTION_GATHERING = Gathering(max_wait_ms=100, min_bytes=65536)
+_PROJECTION = ProjectionSettings.model_fields
+PROJECTION_GATHERING = Gathering(max_wait_ms=_PROJECTION["fetch_max_wait_ms"].default,
+                                 min_bytes=_PROJECTION["fetch_min_bytes"].default)
+"""The real projection's shipped defaults."""
 
 
 def topic(nonce: str, step: str) -> str:

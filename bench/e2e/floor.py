@@ -43,7 +43,7 @@ def beside_floor(skeleton: dict[str, Any] | None, steps: Sequence[dict[str, Any]
     figures: dict[str, Any] = {
         "sustained_per_s": skeleton["sustained_per_s"],
         "per_rate": {rate: {"cpu_ms": step["cpu_ms_per_settled"]["all"],
-                            "p50_ms": round(step["p50_ms"], 2), "p99_ms": round(step["p99_ms"], 2),
+                            "p50_ms": _rounded(step["p50_ms"]), "p99_ms": _rounded(step["p99_ms"]),
                             "sustained": step["sustained"]}
                      for rate, step in by_rate.items()},
         "cpu_vs_floor": None, "p50_vs_floor": None, "p50_vs_floor_at_sustained": None,
@@ -71,3 +71,8 @@ def _p50_ratio(step: dict[str, Any] | None, by_rate: dict[int, dict[str, Any]]) 
             or not step["settled_ms"]["p50"]:
         return None
     return round(step["settled_ms"]["p50"] / floor["p50_ms"], 2)
+
+
+def _rounded(ms: float | None) -> float | None:
+    """A step where nothing arrived has no percentiles."""
+    return None if ms is None else round(ms, 2)

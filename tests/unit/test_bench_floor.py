@@ -55,9 +55,12 @@ def test_the_pipeline_is_a_multiple_of_the_floor_at_the_same_rate():
 
 
 def test_no_ratio_without_a_skeleton_step_at_that_rate_and_none_without_the_skeleton():
-    skeleton = {"sustained_per_s": None, "steps": [skeleton_step(200, 9.0, 150.0, False)]}
+    nothing_arrived = skeleton_step(70, 0.0, 1.0, False) | {"p50_ms": None, "p99_ms": None}
+    skeleton = {"sustained_per_s": None,
+                "steps": [skeleton_step(200, 9.0, 150.0, False), nothing_arrived]}
     best = pipeline_step(70, 400.0, postgres=8.0)
     floor = beside_floor(skeleton, [pipeline_step(10, 41.0, postgres=20.0), best], best, None)
+    assert floor["per_rate"][70]["p50_ms"] is None
     assert floor["cpu_vs_floor"] is None
     assert floor["p50_vs_floor"] is None
     assert floor["p50_vs_floor_at_sustained"] is None

@@ -33,11 +33,8 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -46,6 +43,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from bench.baselines import skeleton_stage as stages
 from bench.baselines._common import quantile, require_durable, scratch_outbox
 from bench.e2e.meter import Meter
+from intentledger.chaos.stack import Stack
 from shared.config import Endpoints, Settings
 from shared.messaging.admin import ensure_topics
 from shared.messaging.envelope import Envelope, decode
@@ -54,9 +52,8 @@ from shared.messaging.kafka_security import client_options
 GRACE_S = 10.0
 MAX_P99_MS = 1000.0
 WARM_UP_S = 120.0
-"""How long the stack may take to carry its first proposal (start-ups, group joins)."""
+"""How long the ready stack may take to carry its first proposal (group joins)."""
 WARM_UP_PROPOSALS = 50
-STOP_S = 20.0
 AGENT = "agent"
 """This driver, in the CPU figures: the agent's produce and fetch, left out of ``all`` as
 ``bench.e2e`` leaves its harness out of the pipeline's."""
@@ -77,23 +74,24 @@ async def run(endpoints: Endpoints, *, rates: str = "10,50,100,150,200", step_s:
             await scratch_outbox(conn, name)
         await ensure_topics(endpoints.kafka_bootstrap,
                             [stages.topic(nonce, step) for step in stages.PATH])
-        logs = settings.logs_dir / "bench-skeleton"
-        processes = await _start(logs, endpoints, nonce, schemas)
+        stack = Stack(endpoints, settings.logs_dir, "bench-skeleton")
         try:
+            await _start(stack, schemas, nonce)
             meter = Meter()
-            for name, process in processes.items():
-                meter.add(name, process.pid, "python")
+            for replica in stack.replicas.values():
+                assert replica.process is not None
+                meter.add(replica.label, replica.process.pid, "python")
             meter.add_infrastructure(settings)
             meter.add(AGENT, os.getpid(), "python")
             async with _Traffic(endpoints.kafka_bootstrap, nonce, runs) as traffic:
-                await traffic.warm_up(processes, logs)
+                await traffic.warm_up(stack)
                 steps = []
                 for rate in (int(rate) for rate in rates.split(",")):
                     steps.append(await _step(traffic, meter, rate, step_s))
                     if not steps[-1]["sustained"]:
                         break
         finally:
-            await _stop(processes)
+            await stack.stop()
     finally:
         for name in schemas:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
@@ -106,35 +104,12 @@ async def run(endpoints: Endpoints, *, rates: str = "10,50,100,150,200", step_s:
             "synchronous_commit": synchronous_commit}
 
 
-async def _start(logs: Path, endpoints: Endpoints, nonce: str,
-                 schemas: list[str]) -> dict[str, asyncio.subprocess.Process]:
-    """The stages and the relay, on ``endpoints``, draining only the skeleton's outboxes."""
-    logs.mkdir(parents=True, exist_ok=True)
-    commands = {stage: ["-m", "bench.baselines.skeleton_stage", "--stage", stage, "--nonce", nonce]
-                for stage in stages.STAGES}
-    commands["relay"] = ["-m", "intentledger.cli", "serve", "relay", "--log-level", "WARNING"]
-    env = {**os.environ, "INTENTLEDGER_RELAY_SCHEMAS": json.dumps(schemas),
-           "INTENTLEDGER_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-           "INTENTLEDGER_DATABASE_URL": endpoints.database_url}
-    env.pop("INTENTLEDGER_HEALTH_PORT", None)
-    processes = {}
-    for name, command in commands.items():
-        with open(logs / f"{name}.log", "wb") as log:
-            processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, *command, env=env, stdout=log, stderr=log)
-    return processes
-
-
-async def _stop(processes: dict[str, asyncio.subprocess.Process]) -> None:
-    for process in processes.values():
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-    for process in processes.values():
-        try:
-            await asyncio.wait_for(process.wait(), STOP_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+async def _start(stack: Stack, schemas: list[str], nonce: str) -> None:
+    """The relay, draining only the skeleton's outboxes, and the stages, each ready."""
+    await stack.start("relay", {"INTENTLEDGER_RELAY_SCHEMAS": json.dumps(schemas)})
+    await asyncio.gather(*(stack.start(stage, {}, module=(
+        "bench.baselines.skeleton_stage", "--stage", stage, "--nonce", nonce))
+        for stage in stages.STAGES))
 
 
 class _Traffic:
@@ -194,18 +169,18 @@ class _Traffic:
             headers=[(name, value.encode()) for name, value in envelope.headers().items()])
         return proposal
 
-    async def warm_up(self, processes: dict[str, asyncio.subprocess.Process], logs: Path) -> None:
+    async def warm_up(self, stack: Stack) -> None:
         """One proposal every half second until one comes back, then ``WARM_UP_PROPOSALS`` at
-        10/s: start-ups, group joins, the first fetch sessions and prepared statements are
-        behind the first step."""
+        10/s: group joins, the first fetch sessions and prepared statements are behind the
+        first step (the processes were ready when the stack started them)."""
+        logs = stack.logs()
         deadline = time.monotonic() + WARM_UP_S
         first = await self.send()
         while first not in self.arrived:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the skeleton carried no proposal in {WARM_UP_S:.0f} s; "
                                    f"its logs: {logs}")
-            if exited := [name for name, process in processes.items()
-                          if process.returncode is not None]:
+            if exited := [r.label for r in stack.replicas.values() if not r.running]:
                 raise RuntimeError(f"skeleton processes exited: {exited}; their logs: {logs}")
             await asyncio.sleep(0.5)
             await self.send()

@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("--stage", choices=STAGES, required=True)
     parser.add_argument("--nonce", required=True)
     arguments = parser.parse_args()
-    configure_logging("WARNING", service=f"skeleton-{arguments.stage}")
+    configure_logging("INFO", service=f"skeleton-{arguments.stage}")  # "started": ready
     event_loop.run(run(arguments.nonce, arguments.stage))
 
 

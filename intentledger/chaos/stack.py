@@ -42,6 +42,9 @@ class ServiceProcess:
     """Exit statuses of earlier processes of this replica, oldest first."""
     held_down: bool = False
     """Killed on purpose and not to be restarted by its supervisor until released."""
+    module: tuple[str, ...] = ()
+    """What ``python -m`` runs, when not ``intentledger.cli serve <service>`` (a benchmark's
+    stand-in for a service, ``bench/baselines/skeleton_stage.py``)."""
 
     @property
     def label(self) -> str:
@@ -70,10 +73,13 @@ class Stack:
     def replica(self, service: str, number: int = 1) -> ServiceProcess:
         return self.replicas[(service, number)]
 
-    async def start(self, service: str, env: dict[str, str]) -> ServiceProcess:
-        """A new replica of ``service`` (the first, or one more)."""
+    async def start(self, service: str, env: dict[str, str],
+                    module: tuple[str, ...] = ()) -> ServiceProcess:
+        """A new replica of ``service`` (the first, or one more); ``module``: see
+        ``ServiceProcess.module``."""
         number = 1 + sum(1 for (name, _) in self.replicas if name == service)
-        replica = ServiceProcess(service, number, env, self._logs_dir / f"{service}-{number}.log")
+        replica = ServiceProcess(service, number, env, self._logs_dir / f"{service}-{number}.log",
+                                 module=module)
         replica.log_path.write_bytes(b"")  # one execution per log: fault firings are counted in it
         self.replicas[(service, number)] = replica
         await self.launch(replica)
@@ -90,8 +96,9 @@ class Stack:
                     "INTENTLEDGER_DATABASE_URL": self._endpoints.database_url, **replica.env}
         with replica.log_path.open("ab") as log:
             replica.process = subprocess.Popen(
-                [sys.executable, "-m", "intentledger.cli", "serve", replica.service], env=full_env,
-                stdout=log, stderr=subprocess.STDOUT)
+                [sys.executable, "-m", *(replica.module or ("intentledger.cli", "serve",
+                                                            replica.service))],
+                env=full_env, stdout=log, stderr=subprocess.STDOUT)
         replica.starts += 1
         await self._ready(replica, offset)
 

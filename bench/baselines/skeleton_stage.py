@@ -21,12 +21,12 @@ import uuid
 
 import asyncpg
 
+from bench.baselines._common import scratch_outbox
 from services.projection.settings import ProjectionSettings
 from shared import event_loop
 from shared.config import Settings
-from shared.db.migrations import migrate, pending, plan_for
+from shared.db.schemas import expect_migrated
 from shared.db.unit_of_work import UnitOfWork
-from shared.health import NotReady
 from shared.logs import configure_logging
 from shared.messaging.consumer_service import ConsumerService, serve
 from shared.messaging.envelope import Envelope
@@ -97,19 +97,14 @@ def forwarding(nonce: str, stage: str):
 
 async def run(nonce: str, stage: str) -> None:
     service = stage_service(nonce, stage)
-    plan = plan_for()
 
     async def prepare(pool: asyncpg.Pool) -> None:
         async with pool.acquire() as conn:
-            await migrate(conn, service.schema, plan)
-
-    async def migrated(pool: asyncpg.Pool) -> None:
-        async with pool.acquire() as conn:
-            if missing := await pending(conn, service.schema, plan):
-                raise NotReady(f"{service.schema} lacks migrations {', '.join(missing)}")
+            await scratch_outbox(conn, service.schema)  # made already when the driver runs it
 
     await serve(service, Settings(), forwarding(nonce, stage), prepare=prepare,
-                migrated=migrated, stopping=stop_on_signals())
+                migrated=lambda pool: expect_migrated(pool, service.schema, messaging_only=True),
+                stopping=stop_on_signals())
 
 
 def main() -> None:

@@ -13,10 +13,12 @@ from typing import Any
 import asyncpg
 
 from services.dispatcher.repository import SCHEMA, Attempt
+from shared.db.plans import hidden
 
 ATTEMPTS = (f"ARRAY(SELECT ROW(logical_call_id, attempt, kind, fence, worker_id, started_at,"
             f" deadline_at, status, detail, receipt, finished_at) FROM {SCHEMA}.attempts"
-            " WHERE logical_call_id = ANY($1::uuid[]) ORDER BY logical_call_id, attempt)")
+            f" WHERE logical_call_id = ANY({hidden('$1', 'uuid[]')}) ORDER BY logical_call_id,"
+            " attempt)")
 """SQL, an array: the attempts of the calls ``$1``, each a row of the call's id and then an
 ``Attempt``'s fields in their order (``reads.py`` asks for it beside the batch's other reads)."""
 

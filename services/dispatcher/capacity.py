@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA
+from shared.db.plans import hidden
 
 CAPACITY_RECHECK_S = 60.0
 """The longest a waiting call sleeps without being admitted (a safety net: admission wakes it)."""
@@ -86,7 +87,7 @@ class Capacity:
 
 
 SLOTS = (f"ARRAY(SELECT ROW(t.tool_name, {_IN_USE}, {_IN_LINE})"
-         " FROM unnest($2::text[]) AS t(tool_name))")
+         f" FROM unnest({hidden('$2', 'text[]')}) AS t(tool_name))")
 """SQL, an array: the slots in use and the calls in line of each bounded tool ``$2``
 (``reads.py``)."""
 

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from shared.contracts.dispatch import CallState
+from shared.db.plans import hidden
 from shared.runs import RunKey
 
 SCHEMA = "dispatcher"
@@ -197,13 +198,16 @@ def runs_locked(tenants: str, run_ids: str) -> str:
     (e.g. ``'$1'``), locked in run order, like the leases, so two batches cannot deadlock on
     them; each a row of a ``Run``'s fields in their order, then its oldest pending
     cancellation's event id and request (``runs_from``; ``reads.py`` asks for it beside a
-    batch's other reads)."""
+    batch's other reads). Each run is locked by its key as the sorted keys are walked, the
+    keys hidden from the planner: the statement is planned once per connection
+    (``shared.db.plans``)."""
     return (
         "ARRAY(SELECT ROW(r.tenant_id, r.run_id, r.deadline_at, r.max_attempts, r.attempts_used,"
         " r.aborted_at, r.abort_reason, r.work_until, r.compensates, r.abort_code, c.event_id,"
-        f" c.request) FROM (SELECT * FROM {SCHEMA}.runs WHERE (tenant_id, run_id) IN"
-        f"   (SELECT * FROM unnest({tenants}::text[], {run_ids}::text[]))"
-        "   ORDER BY tenant_id, run_id FOR NO KEY UPDATE) AS r"
+        f" c.request) FROM (SELECT DISTINCT * FROM unnest({hidden(tenants, 'text[]')},"
+        f"   {hidden(run_ids, 'text[]')}) AS k(tenant_id, run_id) ORDER BY 1, 2) AS k"
+        f" CROSS JOIN LATERAL (SELECT * FROM {SCHEMA}.runs WHERE tenant_id = k.tenant_id"
+        "   AND run_id = k.run_id FOR NO KEY UPDATE) AS r"
         f" LEFT JOIN LATERAL (SELECT event_id, request FROM {SCHEMA}.cancellations"
         "   WHERE tenant_id = r.tenant_id AND run_id = r.run_id AND status = 'pending'"
         "   ORDER BY received_at, event_id LIMIT 1) c ON true"

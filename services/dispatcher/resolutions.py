@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from services.dispatcher.repository import SCHEMA
+from shared.db.plans import hidden
 
 
 async def record(conn: asyncpg.Connection, event_id: uuid.UUID,
@@ -24,7 +25,7 @@ async def record(conn: asyncpg.Connection, event_id: uuid.UUID,
 
 PENDING = (f"ARRAY(SELECT ROW(r.logical_call_id, r.event_id, r.request) FROM ("
            f"SELECT logical_call_id, event_id, request, received_at FROM {SCHEMA}.resolutions"
-           " WHERE logical_call_id = ANY($1::uuid[]) AND status = 'pending'"
+           f" WHERE logical_call_id = ANY({hidden('$1', 'uuid[]')}) AND status = 'pending'"
            " ORDER BY logical_call_id, received_at, event_id FOR UPDATE) AS r"
            " ORDER BY r.logical_call_id, r.received_at, r.event_id)")
 """SQL, an array: the resolutions of the calls ``$1`` not concluded yet, locked, oldest first

@@ -9,6 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from shared.contracts.intake import Intent
+from shared.db.plans import hidden
 from shared.runs import RunKey
 
 SCHEMA = "proposal_intake"
@@ -37,10 +38,13 @@ async def runs_for_update(conn: asyncpg.Connection, runs: list[RunKey]) -> list[
 
 def _runs_locked(tenants: str, run_ids: str) -> str:
     """SQL, the ``FROM`` of a select of ``r``: the runs named by the text-array parameters
-    ``tenants`` and ``run_ids`` (``_run_arrays``), locked in run order."""
-    return (f"{SCHEMA}.runs r JOIN unnest({tenants}::text[], {run_ids}::text[])"
-            " AS k(tenant_id, run_id) USING (tenant_id, run_id)"
-            " ORDER BY r.tenant_id, r.run_id FOR UPDATE OF r")
+    ``tenants`` and ``run_ids`` (``_run_arrays``), locked in run order, each by its key as the
+    sorted keys are walked, the keys hidden from the planner: the statements that read them
+    are planned once per connection (``shared.db.plans``)."""
+    return (f"(SELECT DISTINCT * FROM unnest({hidden(tenants, 'text[]')},"
+            f"  {hidden(run_ids, 'text[]')}) AS k(tenant_id, run_id) ORDER BY 1, 2) AS k"
+            f" CROSS JOIN LATERAL (SELECT * FROM {SCHEMA}.runs WHERE tenant_id = k.tenant_id"
+            "  AND run_id = k.run_id FOR UPDATE) AS r ORDER BY r.tenant_id, r.run_id")
 
 
 def _run_arrays(runs: list[RunKey]) -> tuple[list[str], list[str]]:
@@ -133,6 +137,7 @@ async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], key
     committed meanwhile is not seen. The batch's insert then comes back short and the batch is
     retried (``batch.RaceLost``); the rate buckets, locked a statement earlier, already
     serialize one tenant's intake transactions, so that is the safety net it was."""
+    keys_param = hidden("$3", "text[]")
     row = await conn.fetchrow(
         f"SELECT ARRAY(SELECT ROW({', '.join(f'r.{name}' for name in _RUN_COLUMNS)})"
         f"  FROM {_runs_locked('$1', '$2')}) AS runs,"
@@ -140,15 +145,16 @@ async def runs_and_calls_named(conn: asyncpg.Connection, runs: list[RunKey], key
         "  SELECT logical_call_id, arguments_hash, state, run_id, operation_key, tenant_id,"
         "   provider_call_id, principal_id, person_id, person_recorded,"
         "   NULL::timestamptz AS expired_at"
-        f"   FROM {SCHEMA}.logical_calls WHERE operation_key = ANY($3::text[])"
+        f"   FROM {SCHEMA}.logical_calls WHERE operation_key = ANY({keys_param})"
         "  UNION SELECT c.logical_call_id, c.arguments_hash, c.state, c.run_id, c.operation_key,"
         "   c.tenant_id, c.provider_call_id, c.principal_id, c.person_id, c.person_recorded, NULL"
-        f"   FROM {SCHEMA}.logical_calls c"
-        "   JOIN unnest($4::text[], $5::text[], $6::text[]) AS k(tenant_id, run_id, provider_call_id)"
-        "   USING (tenant_id, run_id, provider_call_id)"
+        f"   FROM unnest({hidden('$4', 'text[]')}, {hidden('$5', 'text[]')},"
+        f"    {hidden('$6', 'text[]')}) AS k(tenant_id, run_id, provider_call_id)"
+        f"   CROSS JOIN LATERAL (SELECT * FROM {SCHEMA}.logical_calls WHERE tenant_id = k.tenant_id"
+        "    AND run_id = k.run_id AND provider_call_id = k.provider_call_id) AS c"
         "  UNION SELECT logical_call_id, NULL, NULL, run_id, operation_key, tenant_id, NULL,"
         f"   principal_id, person_id, person_recorded, expired_at FROM {SCHEMA}.expired_keys"
-        "   WHERE operation_key = ANY($3::text[])"
+        f"   WHERE operation_key = ANY({keys_param})"
         " ) AS named) AS calls",
         *_run_arrays(runs), keys, [run.tenant_id for run, _ in call_ids],
         [run.run_id for run, _ in call_ids], [call_id for _, call_id in call_ids])

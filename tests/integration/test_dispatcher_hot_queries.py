@@ -21,7 +21,8 @@ from shared.contracts.dispatch import CallState
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import due_calls, unique_suffix
-from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
+from tests.support.plans import (GENERIC, Explaining, nodes, overestimated_scans,
+                                 whole_table_reads)
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -138,3 +139,49 @@ async def test_the_backlog_gauges_read_no_whole_table(pool):
     assert in_line["wallet.debit"] >= 1 and in_line["wallet.refund"] == 0
     assert len({sql for _, sql, _ in explaining.plans}) == 3
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
+
+
+async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
+    """After the plan cache's five custom plans, every execution runs the generic plan: the
+    keys are hidden from the planner (``shared.db.plans``), which otherwise planned the
+    statement afresh each time, for five times what running it cost."""
+    prefix = f"planned-{uuid.uuid4().hex[:6]}-"
+    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
+    try:
+        await conn.execute("BEGIN")
+        runs = [RunKey("acme", f"{prefix}{n}") for n in range(8)]
+        now = await conn.fetchval("SELECT now()")
+        await repo.insert_calls(conn, [], [repo.NewRun(run, "agent-7", now, 10) for run in runs])
+        for n in range(8):  # batches of one and of two runs, as a consumer's are
+            read = await reads.step_reads(conn, runs[n:n + 1 + n % 2], [uuid.uuid4()],
+                                          {"wallet.debit": 64})
+            assert list(read.runs) == runs[n:n + 1 + n % 2]
+        plans = await conn.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE 'SELECT ARRAY(SELECT ROW(r.tenant_id, r.run_id%'"
+            " AND statement LIKE '%dispatcher.attempts%'")
+    finally:
+        await conn.close()  # its transaction rolled back
+
+    assert (plans["custom_plans"], plans["generic_plans"]) == (5, 3)
+
+
+async def test_a_batch_s_generic_plan_looks_each_run_up_by_its_key(pool):
+    """A plan costed for ten keys without their values may hash a table it thinks small
+    rather than look the keys up: at a thousand runs the generic plan read them all on every
+    batch. Each run is looked up through its key whatever the planner expects."""
+    prefix = f"small-{uuid.uuid4().hex[:6]}-"
+    async with rolled_back(pool) as conn:
+        await conn.execute(
+            "INSERT INTO dispatcher.runs (run_id, tenant_id, principal_id, deadline_at,"
+            " max_attempts, work_until) SELECT $1 || g, 'acme', 'agent-7', now(), 10, now()"
+            " FROM generate_series(1, 1000) AS g", prefix)
+        await conn.execute("ANALYZE dispatcher.runs")
+        explaining = Explaining(conn, modes=(GENERIC,))
+        await reads.step_reads(explaining, [RunKey("acme", f"{prefix}7")],  # type: ignore[arg-type]
+                               [uuid.uuid4()], {})
+
+    [(_, _, plan)] = explaining.plans
+    runs = [node for node in nodes(plan) if node.get("Relation Name") == "runs"]
+    assert [(node["Node Type"], node["Index Name"]) for node in runs] == [
+        ("Index Scan", "runs_pkey")]

@@ -91,3 +91,28 @@ async def test_taking_a_batch_reads_no_whole_table(pool):
     assert len({sql for _, sql, _ in explaining.plans}) == 4
     assert whole_table_reads(explaining.plans, HOT_TABLES) == []
     assert overestimated_scans(explaining.plans, HOT_TABLES, HISTORY_RUNS * CALLS_PER_RUN // 100) == []
+
+
+async def test_a_batch_s_runs_and_keys_are_read_with_a_plan_made_once(endpoints):
+    """After the plan cache's five custom plans, every batch's read of its runs, keys and call
+    ids runs the generic plan: the keys are hidden from the planner (``shared.db.plans``),
+    which otherwise planned the statement afresh each time, for more than running it cost."""
+    prefix = f"planned-{uuid.uuid4().hex[:6]}-"
+    runs = [RunKey("acme", f"{prefix}{n}") for n in range(8)]
+    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
+    try:
+        await conn.execute("BEGIN")
+        await repo.create_runs(conn, [new_run(run) for run in runs])
+        for n in range(8):  # batches of one and of two runs, as a consumer's are
+            batch = runs[n:n + 1 + n % 2]
+            found, _ = await repo.runs_and_calls_named(
+                conn, batch, [f"{prefix}key-{n}"], [(run, f"call-{n}") for run in batch])
+            assert [row["run_id"] for row in found] == [run.run_id for run in batch]
+        plans = await conn.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE 'SELECT ARRAY(SELECT ROW(r.%'"
+            f" AND statement LIKE '%FROM {repo.SCHEMA}.expired_keys%'")
+    finally:
+        await conn.close()  # its transaction rolled back
+
+    assert (plans["custom_plans"], plans["generic_plans"]) == (5, 3)

@@ -5,7 +5,7 @@ expect a share of a table where a handful of rows is meant."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -27,8 +27,23 @@ class Explaining:
     async def _explain(self, sql: str, args: tuple[Any, ...]) -> None:
         for mode in self._modes:
             await self._conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-            plan = await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
+            if mode == GENERIC:
+                plan = await self._generic_plan(sql, len(args))
+            else:
+                plan = await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
             self.plans.append((mode, sql, json.loads(plan)[0]["Plan"]))
+
+    async def _generic_plan(self, sql: str, arity: int) -> str:
+        """The plan the plan cache keeps for ``sql`` without its parameters' values. ``EXPLAIN
+        sql`` with parameters is no such plan: the planner sees their values whatever
+        ``plan_cache_mode`` says. So the statement is prepared and an execution of it explained,
+        with nulls, which the generic plan never looks at."""
+        await self._conn.execute(f"PREPARE explained AS {sql}")
+        try:
+            nulls = f"({', '.join(['NULL'] * arity)})" if arity else ""
+            return await self._conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE explained{nulls}")
+        finally:
+            await self._conn.execute("DEALLOCATE explained")
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         await self._explain(sql, args)
@@ -53,11 +68,17 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from nodes(child)
 
 
-def whole_table_reads(plans: Iterable[tuple[str, str, dict[str, Any]]],
+def whole_table_reads(plans: Sequence[tuple[str, str, dict[str, Any]]],
                       tables: set[str]) -> list[str]:
-    """Every sequential scan of one of ``tables``, named with its mode and statement."""
+    """Every sequential scan of one of ``tables``, named with its mode and statement, in the
+    plans PostgreSQL may run: a generic plan is left out when it costs more than the custom
+    plan of the same statement, since the plan cache keeps a generic plan only when it costs
+    no more than the custom ones did."""
+    custom = {sql: plan["Total Cost"] for mode, sql, plan in plans if mode == CUSTOM}
     return [f"{mode}: reads all of {node['Relation Name']}: {sql[:100]}"
-            for mode, sql, plan in plans for node in nodes(plan)
+            for mode, sql, plan in plans
+            if mode != GENERIC or plan["Total Cost"] <= custom.get(sql, plan["Total Cost"])
+            for node in nodes(plan)
             if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in tables]
 
 

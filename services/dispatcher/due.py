@@ -15,6 +15,7 @@ from datetime import datetime
 import asyncpg
 
 from services.dispatcher.repository import NOTIFY_CHANNEL, SCHEMA, Call
+from shared.db.plans import hidden
 
 GUARD = ("(SELECT clock_timestamp() AS now, set_config('lock_timeout', '5s', true),"
          " set_config('idle_in_transaction_session_timeout', $1, true) OFFSET 0) AS guard")
@@ -95,10 +96,12 @@ async def wake(conn: asyncpg.Connection, logical_call_id: uuid.UUID, *,
 async def wake_due(conn: asyncpg.Connection, woken: list[uuid.UUID],
                    stepped: list[uuid.UUID]) -> None:
     """``wake`` the ``woken`` calls; wake the schedulers (one NOTIFY) if any call was woken or
-    a ``stepped`` one is due again already (its step left the next one due at once)."""
+    a ``stepped`` one is due again already (its step left the next one due at once). Planned
+    once per connection (``shared.db.plans``)."""
     await conn.execute(
         f"WITH woken AS (UPDATE {SCHEMA}.calls SET next_action_at = now()"
-        "   WHERE logical_call_id = ANY($1::uuid[]) AND next_action_at IS NOT NULL)"
+        f"   WHERE logical_call_id = ANY({hidden('$1', 'uuid[]')}) AND next_action_at IS NOT NULL)"
         f" SELECT pg_notify('{NOTIFY_CHANNEL}', '') WHERE cardinality($1::uuid[]) > 0"
-        f"   OR EXISTS (SELECT FROM {SCHEMA}.calls WHERE logical_call_id = ANY($2::uuid[])"
-        "                AND next_action_at <= clock_timestamp())", woken, stepped)
+        f"   OR EXISTS (SELECT FROM {SCHEMA}.calls WHERE logical_call_id ="
+        f"     ANY({hidden('$2', 'uuid[]')}) AND next_action_at <= clock_timestamp())",
+        woken, stepped)

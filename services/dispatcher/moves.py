@@ -22,6 +22,7 @@ import asyncpg
 
 from services.dispatcher.repository import SCHEMA, Call
 from services.dispatcher.states import CALL_TRANSITIONS
+from shared.db.plans import hidden
 from shared.contracts.dispatch import CallState
 
 COLUMNS = ("next_action_at", "reason", "result", "receipt_id", "succeeded_at")
@@ -30,11 +31,13 @@ COLUMNS = ("next_action_at", "reason", "result", "receipt_id", "succeeded_at")
 _KEPT_UNLESS_SET = ", ".join(
     f"{name} = CASE WHEN v.sets & {1 << bit} <> 0 THEN v.{name} ELSE c.{name} END"
     for bit, name in enumerate(COLUMNS))
+_ARRAYS = ("uuid[]", "bigint[]", "text[]", "bigint[]", "bigint[]", "int[]", "int[]", "int[]",
+           "timestamptz[]", "text[]", "jsonb[]", "text[]", "timestamptz[]", "int[]", "text[]",
+           "text[]", "timestamptz[]", "bool[]")
+"""The types of ``_WRITE``'s parameters, a column of the batch's rows each, in order."""
 _WRITE = (
-    "WITH v AS (SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[],"
-    "   $5::bigint[], $6::int[], $7::int[], $8::int[], $9::timestamptz[], $10::text[],"
-    "   $11::jsonb[], $12::text[], $13::timestamptz[], $14::int[], $15::text[], $16::text[],"
-    "   $17::timestamptz[], $18::bool[])"
+    "WITH v AS (SELECT * FROM unnest("
+    f"{', '.join(hidden(f'${n}', sql_type) for n, sql_type in enumerate(_ARRAYS, 1))})"
     "  AS v(id, fence, state, version, moved_by, attempts, lookups, sets, next_action_at,"
     "   reason, result, receipt_id, succeeded_at, attempt, kind, worker_id, deadline_at,"
     "   budget)),"
@@ -54,7 +57,8 @@ _WRITE = (
     " SELECT logical_call_id FROM moved")
 """The moves of a batch's calls, a row each: what each sets of ``COLUMNS`` is a bit of
 ``sets`` (a column a call's moves did not set keeps its value), and the attempt its moves
-started, if any, with whether it spends its run's budget."""
+started, if any, with whether it spends its run's budget. The rows are hidden from the
+planner: the statement is planned once per connection (``shared.db.plans``)."""
 
 
 class IllegalTransition(Exception):

@@ -22,8 +22,8 @@ import asyncpg
 
 from services.dispatcher.repository import SCHEMA, Call
 from services.dispatcher.states import CALL_TRANSITIONS
-from shared.db.plans import hidden
 from shared.contracts.dispatch import CallState
+from shared.db.plans import hidden
 
 COLUMNS = ("next_action_at", "reason", "result", "receipt_id", "succeeded_at")
 """What a move may set besides the state, the version and the fence."""

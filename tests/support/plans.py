@@ -15,8 +15,9 @@ CUSTOM, GENERIC = "force_custom_plan", "force_generic_plan"
 
 class Explaining:
     """A connection that asks for the plan of every statement before running it, once per
-    ``modes`` (a prepared statement falls back to the generic plan after five executions).
-    Used inside a transaction: the mode is set with ``SET LOCAL``."""
+    ``modes``: the custom plan, and the generic plan the plan cache keeps after a prepared
+    statement's fifth execution when it costs no more. Used inside a transaction: the mode is
+    set with ``SET LOCAL``."""
 
     def __init__(self, conn: asyncpg.Connection, modes: tuple[str, ...] = (CUSTOM, GENERIC)) -> None:
         self._conn = conn

@@ -195,12 +195,10 @@ async def call_for_update(conn: asyncpg.Connection, logical_call_id: uuid.UUID) 
 
 def runs_locked(tenants: str, run_ids: str) -> str:
     """SQL, an array: the runs named by the text-array parameters ``tenants`` and ``run_ids``
-    (e.g. ``'$1'``), locked in run order, like the leases, so two batches cannot deadlock on
-    them; each a row of a ``Run``'s fields in their order, then its oldest pending
-    cancellation's event id and request (``runs_from``; ``reads.py`` asks for it beside a
-    batch's other reads). Each run is locked by its key as the sorted keys are walked, the
-    keys hidden from the planner: the statement is planned once per connection
-    (``shared.db.plans``)."""
+    (e.g. ``'$1'``), each locked by its key as the sorted keys are walked (in run order, like
+    the leases, so two batches cannot deadlock on them; the keys hidden from the planner:
+    ``shared.db.plans``); each a row of a ``Run``'s fields, then its oldest pending
+    cancellation's event id and request (``runs_from``; ``reads.py`` reads it with the rest)."""
     return (
         "ARRAY(SELECT ROW(r.tenant_id, r.run_id, r.deadline_at, r.max_attempts, r.attempts_used,"
         " r.aborted_at, r.abort_reason, r.work_until, r.compensates, r.abort_code, c.event_id,"

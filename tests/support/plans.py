@@ -73,8 +73,8 @@ def whole_table_reads(plans: Sequence[tuple[str, str, dict[str, Any]]],
                       tables: set[str]) -> list[str]:
     """Every sequential scan of one of ``tables``, named with its mode and statement, in the
     plans PostgreSQL may run: a generic plan is left out when it costs more than the custom
-    plan of the same statement, since the plan cache keeps a generic plan only when it costs
-    no more than the custom ones did."""
+    plan explained beside it, since the plan cache keeps a generic plan only when it costs no
+    more than its custom plans did on average."""
     custom = {sql: plan["Total Cost"] for mode, sql, plan in plans if mode == CUSTOM}
     return [f"{mode}: reads all of {node['Relation Name']}: {sql[:100]}"
             for mode, sql, plan in plans

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from shared.contracts.dispatch import CallState
-from shared.db.plans import hidden
+from shared.db.plans import run_keys
 from shared.runs import RunKey
 
 SCHEMA = "dispatcher"
@@ -202,8 +202,7 @@ def runs_locked(tenants: str, run_ids: str) -> str:
     return (
         "ARRAY(SELECT ROW(r.tenant_id, r.run_id, r.deadline_at, r.max_attempts, r.attempts_used,"
         " r.aborted_at, r.abort_reason, r.work_until, r.compensates, r.abort_code, c.event_id,"
-        f" c.request) FROM (SELECT DISTINCT * FROM unnest({hidden(tenants, 'text[]')},"
-        f"   {hidden(run_ids, 'text[]')}) AS k(tenant_id, run_id) ORDER BY 1, 2) AS k"
+        f" c.request) FROM {run_keys(tenants, run_ids)}"
         f" CROSS JOIN LATERAL (SELECT * FROM {SCHEMA}.runs WHERE tenant_id = k.tenant_id"
         "   AND run_id = k.run_id FOR NO KEY UPDATE) AS r"
         f" LEFT JOIN LATERAL (SELECT event_id, request FROM {SCHEMA}.cancellations"

@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from shared.contracts.intake import Intent
-from shared.db.plans import hidden
+from shared.db.plans import hidden, run_keys
 from shared.runs import RunKey
 
 SCHEMA = "proposal_intake"
@@ -41,8 +41,7 @@ def _runs_locked(tenants: str, run_ids: str) -> str:
     ``tenants`` and ``run_ids`` (``_run_arrays``), locked in run order, each by its key as the
     sorted keys are walked, the keys hidden from the planner: the statements that read them
     are planned once per connection (``shared.db.plans``)."""
-    return (f"(SELECT DISTINCT * FROM unnest({hidden(tenants, 'text[]')},"
-            f"  {hidden(run_ids, 'text[]')}) AS k(tenant_id, run_id) ORDER BY 1, 2) AS k"
+    return (f"{run_keys(tenants, run_ids)}"
             f" CROSS JOIN LATERAL (SELECT * FROM {SCHEMA}.runs WHERE tenant_id = k.tenant_id"
             "  AND run_id = k.run_id FOR UPDATE) AS r ORDER BY r.tenant_id, r.run_id")
 

@@ -27,3 +27,12 @@ def hidden(placeholder: str, sql_type: str) -> str:
     hidden from the planner. The outer cast keeps ``= ANY(...)`` reading it as an array, not
     as a subquery's rows."""
     return f"(SELECT {placeholder}::{sql_type})::{sql_type}"
+
+
+def run_keys(tenants: str, run_ids: str) -> str:
+    """SQL, a relation ``k(tenant_id, run_id)``: the run keys of the text-array parameters
+    ``tenants`` and ``run_ids`` (``'$1'``), hidden, each once, in run order. A LATERAL lookup
+    that locks each run as ``k`` is walked locks them in that order, as every batch does, so
+    two batches wait for each other instead of deadlocking."""
+    return (f"(SELECT DISTINCT * FROM unnest({hidden(tenants, 'text[]')},"
+            f" {hidden(run_ids, 'text[]')}) AS k(tenant_id, run_id) ORDER BY 1, 2) AS k")

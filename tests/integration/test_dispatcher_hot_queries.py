@@ -21,7 +21,7 @@ from shared.contracts.dispatch import CallState
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import due_calls, unique_suffix
-from tests.support.plans import (GENERIC, Explaining, nodes, overestimated_scans,
+from tests.support.plans import (GENERIC, Explaining, nodes, overestimated_scans, plans_made,
                                  whole_table_reads)
 from tests.support.transactions import rolled_back
 
@@ -156,14 +156,12 @@ async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
             read = await reads.step_reads(conn, runs[n:n + 1 + n % 2], [uuid.uuid4()],
                                           {"wallet.debit": 64})
             assert list(read.runs) == runs[n:n + 1 + n % 2]
-        plans = await conn.fetchrow(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE statement LIKE 'SELECT ARRAY(SELECT ROW(r.tenant_id, r.run_id%'"
-            " AND statement LIKE '%dispatcher.attempts%'")
+        plans = await plans_made(conn, "SELECT ARRAY(SELECT ROW(r.tenant_id, r.run_id%",
+                                 "%dispatcher.attempts%")
     finally:
         await conn.close()  # its transaction rolled back
 
-    assert (plans["custom_plans"], plans["generic_plans"]) == (5, 3)
+    assert plans == (5, 3)
 
 
 async def test_a_batch_s_generic_plan_looks_each_run_up_by_its_key(pool):

@@ -19,7 +19,7 @@ from services.proposal_intake.settings import IntakeSettings
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
-from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
+from tests.support.plans import Explaining, overestimated_scans, plans_made, whole_table_reads
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -108,11 +108,9 @@ async def test_a_batch_s_runs_and_keys_are_read_with_a_plan_made_once(endpoints)
             found, _ = await repo.runs_and_calls_named(
                 conn, batch, [f"{prefix}key-{n}"], [(run, f"call-{n}") for run in batch])
             assert [row["run_id"] for row in found] == [run.run_id for run in batch]
-        plans = await conn.fetchrow(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE statement LIKE 'SELECT ARRAY(SELECT ROW(r.%'"
-            f" AND statement LIKE '%FROM {repo.SCHEMA}.expired_keys%'")
+        plans = await plans_made(conn, "SELECT ARRAY(SELECT ROW(r.%",
+                                 f"%FROM {repo.SCHEMA}.expired_keys%")
     finally:
         await conn.close()  # its transaction rolled back
 
-    assert (plans["custom_plans"], plans["generic_plans"]) == (5, 3)
+    assert plans == (5, 3)

@@ -111,3 +111,12 @@ def overestimated_scans(plans: Iterable[tuple[str, str, dict[str, Any]]], tables
     return [f"expects {node['Plan Rows']} rows of {node['Relation Name']}: {sql[:100]}"
             for mode, sql, plan in plans if mode == CUSTOM for node in _unbounded_scans(plan)
             if node["Relation Name"] in tables and node["Plan Rows"] > most]
+
+
+async def plans_made(conn: asyncpg.Connection, *like: str) -> tuple[int, int]:
+    """(custom plans, generic plans) made on ``conn`` for the prepared statement whose text
+    matches every pattern of ``like`` (SQL ``LIKE``)."""
+    where = " AND ".join(f"statement LIKE ${n}" for n in range(1, len(like) + 1))
+    row = await conn.fetchrow("SELECT custom_plans, generic_plans FROM pg_prepared_statements"
+                              f" WHERE {where}", *like)
+    return row["custom_plans"], row["generic_plans"]

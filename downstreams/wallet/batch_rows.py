@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncpg
 
 from downstreams.wallet.domain import Debit, Wallet
+from shared.db.plans import hidden
 from shared.downstream.batch_keys import ATTEMPT, BatchKeys, columns, inserted
 from shared.downstream.versioned import VersionedRows
 
@@ -16,8 +17,8 @@ async def lock_wallets(conn: asyncpg.Connection, ids: set[str]) -> list[Wallet]:
     if not ids:
         return []
     rows = await conn.fetch(
-        "SELECT id, currency, balance_minor, version FROM wallet.wallets WHERE id = ANY($1::text[])"
-        " ORDER BY id FOR UPDATE", sorted(ids))
+        "SELECT id, currency, balance_minor, version FROM wallet.wallets"
+        f" WHERE id = ANY({hidden('$1', 'text[]')}) ORDER BY id FOR UPDATE", sorted(ids))
     return [Wallet(**row) for row in rows]
 
 
@@ -28,7 +29,8 @@ async def lock_debits(conn: asyncpg.Connection, ids: set[str]) -> dict[str, Debi
         "SELECT d.debit_id, d.wallet_id, d.amount_minor, d.currency,"
         " coalesce((SELECT sum(r.amount_minor) FROM wallet.refunds r"
         "           WHERE r.debit_id = d.debit_id), 0)::bigint AS refunded_minor"
-        " FROM wallet.debits d WHERE d.debit_id = ANY($1::text[]) ORDER BY d.debit_id"
+        f" FROM wallet.debits d WHERE d.debit_id = ANY({hidden('$1', 'text[]')})"
+        " ORDER BY d.debit_id"
         " FOR UPDATE OF d", sorted(ids))
     return {row["debit_id"]: Debit(**row) for row in rows}
 

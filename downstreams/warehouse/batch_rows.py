@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncpg
 
 from downstreams.warehouse.domain import Reservation, Stock
+from shared.db.plans import hidden, hidden_columns
 from shared.downstream.batch_keys import ATTEMPT, BatchKeys, columns, inserted
 from shared.downstream.versioned import VersionedRows
 
@@ -17,12 +18,14 @@ async def lock_reservations(conn: asyncpg.Connection, ids: set[str]) -> dict[str
         return {}
     rows = await conn.fetch(
         "SELECT reservation_id, sku, quantity FROM warehouse.reservations"
-        " WHERE reservation_id = ANY($1::text[]) ORDER BY reservation_id FOR UPDATE", sorted(ids))
+        f" WHERE reservation_id = ANY({hidden('$1', 'text[]')}) ORDER BY reservation_id"
+        " FOR UPDATE", sorted(ids))
     if not rows:
         return {}
     # Its own statement, after the locks: a release committed while we waited is visible here.
     released = {row["reservation_id"] for row in await conn.fetch(
-        "SELECT reservation_id FROM warehouse.releases WHERE reservation_id = ANY($1::text[])",
+        "SELECT reservation_id FROM warehouse.releases"
+        f" WHERE reservation_id = ANY({hidden('$1', 'text[]')})",
         [row["reservation_id"] for row in rows])}
     return {row["reservation_id"]: Reservation(**row, released=row["reservation_id"] in released)
             for row in rows}
@@ -32,7 +35,8 @@ async def lock_stock(conn: asyncpg.Connection, skus: set[str]) -> list[Stock]:
     if not skus:
         return []
     rows = await conn.fetch("SELECT sku, available, version FROM warehouse.stock"
-                            " WHERE sku = ANY($1::text[]) ORDER BY sku FOR UPDATE", sorted(skus))
+                            f" WHERE sku = ANY({hidden('$1', 'text[]')}) ORDER BY sku FOR UPDATE",
+                            sorted(skus))
     return [Stock(**row) for row in rows]
 
 
@@ -50,9 +54,10 @@ async def write(conn: asyncpg.Connection, keys: BatchKeys, stock: VersionedRows,
         "r AS (INSERT INTO warehouse.reservations (reservation_id, tenant, sku, order_id, quantity,"
         " tags, hold_until, operation_key, logical_call_id, attempt, fence)"
         " SELECT id, tenant, sku, order_id, quantity, ARRAY(SELECT jsonb_array_elements_text(tags)),"
-        " hold_until, k, c, a, f FROM unnest($5::text[], $6::text[], $7::text[], $8::text[],"
-        " $9::int8[], $10::jsonb[], $11::timestamptz[], $12::text[], $13::uuid[], $14::int4[],"
-        " $15::int8[]) AS v(id, tenant, sku, order_id, quantity, tags, hold_until, k, c, a, f))")
+        " hold_until, k, c, a, f FROM unnest(" + hidden_columns(
+            5, "text[]", "text[]", "text[]", "text[]", "int8[]", "jsonb[]", "timestamptz[]",
+            "text[]", "uuid[]", "int4[]", "int8[]") + ")"
+        " AS v(id, tenant, sku, order_id, quantity, tags, hold_until, k, c, a, f))")
     ctes = (swapped, reserved, inserted("x", "warehouse.releases", _RELEASES, 16),
             inserted("h", "warehouse.shipments", _SHIPMENTS, 16 + len(_RELEASES)))
     await keys.write(conn, ", ".join(ctes), [

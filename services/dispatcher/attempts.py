@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from services.dispatcher.repository import SCHEMA, Attempt
-from shared.db.plans import hidden
+from shared.db.plans import hidden, hidden_columns
 
 ATTEMPTS = (f"ARRAY(SELECT ROW(logical_call_id, attempt, kind, fence, worker_id, started_at,"
             f" deadline_at, status, detail, receipt, finished_at) FROM {SCHEMA}.attempts"
@@ -55,7 +55,7 @@ async def finish_attempts(conn: asyncpg.Connection,
     for answer in answers:
         first.setdefault((answer.logical_call_id, answer.attempt), answer)
     rows = await conn.fetch(_answering(
-        "unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[])"
+        f"unnest({hidden_columns(1, *_ANSWER_ARRAYS)})"
         " AS n(logical_call_id, attempt, status, detail, receipt)"), *_columns(first.values()))
     return {(row["logical_call_id"], row["attempt"]) for row in rows}
 
@@ -89,10 +89,10 @@ async def answer_receipts(conn: asyncpg.Connection, answers: Sequence[tuple[str,
         first.setdefault((answer.logical_call_id, answer.attempt, operation_key), answer)
     row = await conn.fetchrow(
         f"WITH locked AS MATERIALIZED (SELECT logical_call_id, operation_key, tool_name,"
-        f"   tool_version FROM {SCHEMA}.calls WHERE logical_call_id = ANY($1::uuid[])"
+        f"   tool_version FROM {SCHEMA}.calls WHERE logical_call_id = ANY({hidden('$1', 'uuid[]')})"
         "   ORDER BY logical_call_id FOR UPDATE),"
         " answered AS (" + _answering(
-            "unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::jsonb[], $7::text[])"
+            f"unnest({hidden_columns(2, *_ANSWER_ARRAYS, 'text[]')})"
             " AS n(logical_call_id, attempt, status, detail, receipt, operation_key)"
             " JOIN locked l ON l.logical_call_id = n.logical_call_id"
             "   AND l.operation_key = n.operation_key") + ")"
@@ -112,6 +112,11 @@ def _answering(answers: str) -> str:
             f" receipt = n.receipt, finished_at = now() FROM {answers}"
             " WHERE a.logical_call_id = n.logical_call_id AND a.attempt = n.attempt"
             "   AND a.status IS NULL RETURNING a.logical_call_id, a.attempt")
+
+
+_ANSWER_ARRAYS = ("uuid[]", "int[]", "text[]", "text[]", "jsonb[]")
+"""The types of ``_columns``' arrays, hidden from the planner where they are unnested: so
+the statements are planned once per connection (``shared.db.plans``)."""
 
 
 def _columns(answers: Iterable[Answer]) -> list[list[Any]]:

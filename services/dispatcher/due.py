@@ -74,10 +74,11 @@ async def claim_due(conn: asyncpg.Connection, worker_id: str, now: datetime,
 async def waiting_calls_for_update(conn: asyncpg.Connection, logical_call_ids: list[uuid.UUID],
                                    lease_ttl_s: float) -> tuple[datetime, list[Call]]:
     """Those of these calls that wait for a next step (a settled one stays asleep), locked in
-    id order; with the transaction's ``now`` (``GUARD``)."""
+    id order; with the transaction's ``now`` (``GUARD``). Planned once per connection
+    (``shared.db.plans``)."""
     return _guarded(await conn.fetch(
         f"SELECT guard.now AS guard_now, waiting.* FROM {GUARD} LEFT JOIN LATERAL ("
-        f" SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY($2::uuid[])"
+        f" SELECT * FROM {SCHEMA}.calls WHERE logical_call_id = ANY({hidden('$2', 'uuid[]')})"
         "   AND next_action_at IS NOT NULL AND guard.now IS NOT NULL"
         " ORDER BY logical_call_id FOR UPDATE) waiting ON true",
         _guard(lease_ttl_s), sorted(logical_call_ids)))

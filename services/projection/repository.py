@@ -20,6 +20,7 @@ from services.projection.tally import Tally
 from shared.contracts.dispatch import RUN_ABORTED
 from shared.contracts.intake import PROPOSAL_REJECTED
 from shared.db.identifiers import checked_identifier
+from shared.db.plans import hidden
 from shared.messaging.envelope import Envelope
 from shared.runs import RunKey, run_name_sql
 
@@ -67,7 +68,8 @@ async def calls_by_id(conn: asyncpg.Connection, schema: str,
     """These calls, wherever they are (a call claimed by another run must be found to be
     refused)."""
     rows = await conn.fetch(f'SELECT * FROM {_table(schema, "calls")}'
-                            " WHERE logical_call_id = ANY($1::uuid[])", list(call_ids))
+                            f" WHERE logical_call_id = ANY({hidden('$1', 'uuid[]')})",
+                            list(call_ids))
     return {row["logical_call_id"]: call_row(row) for row in rows}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncpg
 
 from shared.db.identifiers import checked_identifier
+from shared.db.plans import hidden
 
 
 async def outboxes_with_pending_rows(conn: asyncpg.Connection, schemas: list[str]) -> list[str]:
@@ -77,13 +78,15 @@ async def claim_batch(conn: asyncpg.Connection, schema: str, limit: int) -> list
 
 
 async def mark_published(conn: asyncpg.Connection, schema: str, positions: list[int]) -> list[float]:
-    """Guarded on ``pending`` so a row parked or published meanwhile is left as it is.
+    """Guarded on ``pending`` so a row parked or published meanwhile is left as it is. Planned
+    once per connection (``shared.db.plans``).
 
     Returns each row's publish lag in milliseconds (created → published).
     """
     rows = await conn.fetch(
         f"UPDATE \"{checked_identifier(schema)}\".outbox SET status = 'published', "
-        "published_at = clock_timestamp() WHERE position = ANY($1::bigint[]) AND status = 'pending' "
+        f"published_at = clock_timestamp() WHERE position = ANY({hidden('$1', 'bigint[]')})"
+        " AND status = 'pending' "
         "RETURNING extract(epoch FROM published_at - created_at) * 1000 AS lag_ms",
         positions,
     )

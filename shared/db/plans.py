@@ -15,8 +15,15 @@ planning, is kept. Forcing generic plans on whole pools was measured twice and n
 generic plan costed for ten rows joins a small table by reading it whole, and what it saved
 in planning it lost in execution. So a statement written with ``hidden`` must be right for
 any length without its estimate: each element looked up by its key (a LATERAL subquery, which
-the planner cannot turn into a hash of the table), never a join the planner may choose a
-strategy for. The hot-query tests check its generic plan for whole-table reads.
+the planner cannot turn into a hash of the table, or ``= ANY`` of a key), or, where an
+``UPDATE`` joins the rows it is given (``FROM unnest(...)``), a join whose generic plan the
+hot-query tests check for whole-table reads on tables with history.
+
+A plan made once is made when a connection first runs the statement: on a new deployment,
+over tables not analysed yet, which the planner takes for ten pages. At the packaged
+``random_page_cost`` of 4, reading ten pages whole looks cheaper than looking ten keys up, and
+such a plan read its tables whole until autovacuum first analysed them; the server runs 1.1
+(``shared.infra.postgres_local.SERVER_SETTINGS``), at which the keys are looked up.
 """
 
 from __future__ import annotations
@@ -27,6 +34,12 @@ def hidden(placeholder: str, sql_type: str) -> str:
     hidden from the planner. The outer cast keeps ``= ANY(...)`` reading it as an array, not
     as a subquery's rows."""
     return f"(SELECT {placeholder}::{sql_type})::{sql_type}"
+
+
+def hidden_columns(first: int, *sql_types: str) -> str:
+    """SQL: the parameters ``$first``, ``$first + 1``, ... of ``sql_types`` (``'uuid[]'``),
+    each ``hidden``, comma-separated: the column arrays an ``unnest`` takes."""
+    return ", ".join(hidden(f"${first + n}", sql_type) for n, sql_type in enumerate(sql_types))
 
 
 def run_keys(tenants: str, run_ids: str) -> str:

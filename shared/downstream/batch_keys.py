@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from shared.db.identifiers import checked_identifier
+from shared.db.plans import hidden, hidden_columns
 from shared.downstream.fences import scope
 from shared.downstream.idempotent_write import Claim
 from shared.errors import RetryableError
@@ -51,27 +52,31 @@ class BatchKeys:
                    claims: dict[str, str], lookups: list[str]) -> BatchKeys:
         """``fences``: every (run, fence) the batch names, in delivery order; ``claims``: the
         request hash of each key a request may claim. Fences are locked first, as a request
-        admits before it claims."""
+        admits before it claims. Both statements are planned once per connection, like
+        ``write``."""
         first: dict[str, int] = {}
         for run, fence in fences:
             first.setdefault(scope(run), fence)
         table = f'"{checked_identifier(schema)}"'
         scopes = sorted(first)
         rows = await conn.fetch(  # a new scope starts at the first fence: admitted, as by admit
-            f"INSERT INTO {table}.fences AS f (scope, fence) SELECT * FROM unnest($1::text[], "
-            "$2::int8[]) ORDER BY 1 ON CONFLICT (scope) DO UPDATE SET fence = f.fence "
+            f"INSERT INTO {table}.fences AS f (scope, fence) SELECT * FROM unnest("
+            f"{hidden_columns(1, 'text[]', 'int8[]')}) ORDER BY 1"
+            " ON CONFLICT (scope) DO UPDATE SET fence = f.fence "
             "RETURNING scope, fence", scopes, [first[s] for s in scopes])
         locked = {row["scope"]: row["fence"] for row in rows}
         keys = sorted(claims)
         found: dict[str, _Key] = {}
         for row in await conn.fetch(
                 f"WITH claimed AS (INSERT INTO {table}.idempotency_keys (operation_key, request_hash)"
-                "  SELECT * FROM unnest($1::text[], $2::text[]) ORDER BY 1"
+                f"  SELECT * FROM unnest({hidden_columns(1, 'text[]', 'text[]')})"
+                "  ORDER BY 1"
                 "  ON CONFLICT (operation_key) DO NOTHING RETURNING operation_key)"
                 " SELECT operation_key, NULL::text AS request_hash, NULL::jsonb AS response,"
                 "  true AS ours FROM claimed"
                 " UNION ALL SELECT operation_key, request_hash, response, false"
-                f"  FROM {table}.idempotency_keys WHERE operation_key = ANY($3::text[])",
+                f"  FROM {table}.idempotency_keys"
+                f"  WHERE operation_key = ANY({hidden('$3', 'text[]')})",
                 keys, [claims[key] for key in keys], keys + lookups):
             response = json.loads(row["response"]) if row["response"] is not None else None
             found[row["operation_key"]] = (_Key(None, None, True) if row["ours"]
@@ -111,7 +116,9 @@ class BatchKeys:
                     counted: dict[str, int]) -> None:
         """The batch's one write statement: the caller's ``ctes`` (parameters from ``$1``)
         and the fences' and keys'. Raises unless the keys, and each CTE in ``counted``, touch
-        as many rows as expected: the rows are locked, so a difference is a bug."""
+        as many rows as expected: the rows are locked, so a difference is a bug. Its arrays
+        are hidden from the planner (``shared.db.plans``), the caller's too, so it is planned
+        once per connection: planned afresh, it cost the wallet more than running it."""
         n = len(arguments) + 1
         raised = {s: f for s, f in self._fences.items() if f != self._loaded[s]}
         settled = {k: key for k, key in self._keys.items() if key.ours and key.response is not None}
@@ -121,12 +128,14 @@ class BatchKeys:
         row = await conn.fetchrow(
             f"WITH {ctes},"
             f" fences_raised AS (UPDATE {table}.fences t SET fence = v.fence"
-            f"  FROM unnest(${n}::text[], ${n + 1}::int8[]) AS v(scope, fence) WHERE t.scope = v.scope),"
+            f"  FROM unnest({hidden_columns(n, 'text[]', 'int8[]')})"
+            "  AS v(scope, fence) WHERE t.scope = v.scope),"
             f" keys_settled AS (UPDATE {table}.idempotency_keys t SET request_hash = v.h,"
-            f"  response = v.r FROM unnest(${n + 2}::text[], ${n + 3}::text[], ${n + 4}::jsonb[])"
+            f"  response = v.r FROM unnest({hidden_columns(n + 2, 'text[]', 'text[]', 'jsonb[]')})"
             "  AS v(key, h, r) WHERE t.operation_key = v.key AND t.response IS NULL RETURNING 1),"
             f" keys_released AS (DELETE FROM {table}.idempotency_keys t"
-            f"  WHERE t.operation_key = ANY(${n + 5}::text[]) AND t.response IS NULL RETURNING 1)"
+            f"  WHERE t.operation_key = ANY({hidden(f'${n + 5}', 'text[]')})"
+            "  AND t.response IS NULL RETURNING 1)"
             " SELECT (SELECT count(*) FROM keys_settled) + (SELECT count(*) FROM keys_released)"
             f"{counts}",
             *arguments, list(raised), list(raised.values()), list(settled),
@@ -146,8 +155,7 @@ def inserted(name: str, table: str, typed_columns: tuple[tuple[str, str], ...],
     """A CTE ``name`` inserting into ``table`` the rows given as column arrays (``columns``)
     from ``$first_parameter`` on."""
     names = ", ".join(column for column, _ in typed_columns)
-    arrays = ", ".join(f"${first_parameter + n}::{kind}[]"
-                       for n, (_, kind) in enumerate(typed_columns))
+    arrays = hidden_columns(first_parameter, *(f"{kind}[]" for _, kind in typed_columns))
     return f"{name} AS (INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}))"
 
 

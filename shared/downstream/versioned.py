@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from shared.db.plans import hidden_columns
+
 Row = TypeVar("Row")
 
 
@@ -36,7 +38,7 @@ class VersionedRows(Generic[Row]):
         changed = [(row, self._read[key]) for key, row in self._rows.items()
                    if row.version != self._read[key]]
         cte = (f"{name} AS (UPDATE {table} t SET {column} = v.value, version = v.version"
-               " FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[])"
+               f" FROM unnest({hidden_columns(1, 'text[]', 'int8[]', 'int8[]', 'int8[]')})"
                f" AS v(key, read, value, version)"
                f" WHERE t.{key_column} = v.key AND t.version = v.read RETURNING 1)")
         return cte, [[self._key(row) for row, _ in changed], [read for _, read in changed],

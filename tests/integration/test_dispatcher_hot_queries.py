@@ -164,6 +164,23 @@ async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
     assert plans == (5, 3)
 
 
+async def test_the_lock_of_a_batch_s_waiting_calls_is_planned_once_per_connection(endpoints):
+    """The statement that sets a consumer's step guard and locks the calls its records made due
+    runs in every such step; like the batch reads, it keeps its generic plan."""
+    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
+    try:
+        await conn.execute("BEGIN")
+        for n in range(8):  # batches of one and of two calls, as a consumer's are
+            now, waiting = await due.waiting_calls_for_update(
+                conn, [uuid.uuid4() for _ in range(1 + n % 2)], 10.0)
+            assert now is not None and waiting == []
+        plans = await plans_made(conn, "SELECT guard.now AS guard_now, waiting.*%")
+    finally:
+        await conn.close()  # its transaction rolled back
+
+    assert plans == (5, 3)
+
+
 async def test_a_batch_s_generic_plan_looks_each_run_up_by_its_key(pool):
     """A plan costed for ten keys without their values may hash a table it thinks small
     rather than look the keys up: at a thousand runs the generic plan read them all on every

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from services.relay import claims
-from tests.support.plans import Explaining, overestimated_scans, whole_table_reads
+from tests.support.plans import Explaining, overestimated_scans, plans_made, whole_table_reads
 from tests.support.probe import Probe
 
 pytestmark = pytest.mark.infra
@@ -61,3 +61,32 @@ async def test_claiming_marking_parking_and_purging_read_no_whole_outbox(pool, p
     assert len({sql for _, sql, _ in explaining.plans}) == 5
     assert whole_table_reads(explaining.plans, {"outbox"}) == []
     assert overestimated_scans(explaining.plans, {"outbox"}, published // 100) == []
+
+
+async def test_marking_a_batch_published_is_planned_once_per_connection(pool, endpoints):
+    """Marked once per batch of every outbox; shown the positions, PostgreSQL planned it
+    afresh for each batch while a backlog was pending. Hidden (``shared.db.plans``), it keeps
+    its generic plan, and it still marks exactly the pending rows it names."""
+    probe = await Probe(pool, "t.topic").create()
+    try:
+        await pool.execute(  # a backlog: the pending rows are no cheaper to read than the keys
+            f'INSERT INTO "{probe.schema}".outbox (event_id, topic, partition_key, headers,'
+            " envelope) SELECT gen_random_uuid(), 't.topic', 'key-' || g, '{}', '{}'"
+            " FROM generate_series(1, 5000) AS g")
+        await pool.execute(f'ANALYZE "{probe.schema}".outbox')
+        conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
+        try:
+            await conn.execute("BEGIN")
+            positions = [row["position"] for row in await conn.fetch(
+                f'SELECT position FROM "{probe.schema}".outbox ORDER BY position')]
+            marked = [len(await claims.mark_published(conn, probe.schema, positions[:1 + n % 2]
+                                                      + positions[n + 4:n + 5]))
+                      for n in range(8)]
+            plans = await plans_made(conn, f'UPDATE "{probe.schema}".outbox SET status%')
+        finally:
+            await conn.close()  # its transaction rolled back
+    finally:
+        await pool.execute(f'DROP SCHEMA "{probe.schema}" CASCADE')
+
+    assert marked == [2, 2, 1, 1, 1, 1, 1, 1]
+    assert plans == (5, 3)

@@ -164,21 +164,30 @@ async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
     assert plans == (5, 3)
 
 
-async def test_the_lock_of_a_batch_s_waiting_calls_is_planned_once_per_connection(endpoints):
-    """The statement that sets a consumer's step guard and locks the calls its records made due
-    runs in every such step; like the batch reads, it keeps its generic plan."""
+async def test_a_batch_s_locks_and_receipts_are_planned_once_per_connection(endpoints):
+    """The statement that sets a consumer's step guard and locks the calls its records made due,
+    and the one that answers a stretch of receipts, run in every such step; like the batch
+    reads, each keeps its generic plan, on a ledger with history."""
     conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
     try:
         await conn.execute("BEGIN")
+        # At the packaged random_page_cost (4), a server's own: shown its arrays, PostgreSQL
+        # planned this statement on every execution there (tests/integration/test_local_postgres.py).
+        await conn.execute("SET LOCAL random_page_cost = 4")
+        await fill_history(conn, f"planned-{uuid.uuid4().hex[:6]}-")
         for n in range(8):  # batches of one and of two calls, as a consumer's are
             now, waiting = await due.waiting_calls_for_update(
                 conn, [uuid.uuid4() for _ in range(1 + n % 2)], 10.0)
             assert now is not None and waiting == []
-        plans = await plans_made(conn, "SELECT guard.now AS guard_now, waiting.*%")
+            assert await attempts.answer_receipts(conn, [  # calls nobody holds: nothing answered
+                (f"key-{m}", attempts.Answer(uuid.uuid4(), 1, "applied", "receipt", {}))
+                for m in range(1 + n % 2)]) == ({}, set())
+        plans = [await plans_made(conn, "SELECT guard.now AS guard_now, waiting.*%"),
+                 await plans_made(conn, "WITH locked AS MATERIALIZED%")]
     finally:
         await conn.close()  # its transaction rolled back
 
-    assert plans == (5, 3)
+    assert plans == [(5, 3)] * 2
 
 
 async def test_a_batch_s_generic_plan_looks_each_run_up_by_its_key(pool):

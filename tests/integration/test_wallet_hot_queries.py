@@ -107,6 +107,9 @@ async def test_a_batch_s_write_is_planned_once_per_connection(pool, endpoints):
     conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
     try:
         await conn.execute("BEGIN")
+        # At the packaged random_page_cost (4), a server's own: shown its arrays, PostgreSQL
+        # planned this statement on every execution there (tests/integration/test_local_postgres.py).
+        await conn.execute("SET LOCAL random_page_cost = 4")
         for n in range(8):  # batches of one and of two debits, as a consumer's are
             run = RunKey("acme", f"run-{tag}-{n}")
             requests = [effect_request(f"{tag}:{n}:{m}", debit(wallet, 10))

@@ -171,8 +171,8 @@ async def test_a_batch_s_locks_and_receipts_are_planned_once_per_connection(endp
     conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
     try:
         await conn.execute("BEGIN")
-        # At the packaged random_page_cost (4), a server's own: shown its arrays, PostgreSQL
-        # planned this statement on every execution there (tests/integration/test_local_postgres.py).
+        # At the packaged random_page_cost (4), as a server of one's own may run: there, shown
+        # their arrays, PostgreSQL kept planning these afresh (bench/README.md, "Keys, not scans").
         await conn.execute("SET LOCAL random_page_cost = 4")
         await fill_history(conn, f"planned-{uuid.uuid4().hex[:6]}-")
         for n in range(8):  # batches of one and of two calls, as a consumer's are

@@ -4,8 +4,8 @@ write) read no whole table and expect no share of one, so answering does not slo
 keys and fences pile up (every request leaves its key, and every run its fence, for good).
 They are the downstream SDK's statements (``shared.downstream.batch_keys``) that any
 downstream built on it sends. Checked on the plans PostgreSQL chooses, generic and custom,
-over tens of thousands of settled requests analysed as autovacuum would have it, inside one
-transaction that is rolled back."""
+over a thousand and over tens of thousands of settled requests analysed as autovacuum would
+have it, inside one transaction that is rolled back."""
 
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ async def fill_history(conn: asyncpg.Connection, prefix: str, history: int) -> N
 async def test_answering_a_batch_reads_no_whole_table(pool, history):
     """A debit of a wallet with history under a new key, a refund of an old debit, an old key
     sent again with another request, and a lookup of an old key: every row they touch is
-    found among tens of thousands by its key. (Without the index of refunds by debit, the
-    refund's read of what was refunded already reads every refund, and this fails.)"""
+    found by its key, among a thousand (a benchmark's ledger) or tens of thousands. (Without
+    the index of refunds by debit, the refund's read of what was refunded already reads every
+    refund, and this fails.)"""
     prefix = f"history-{uuid.uuid4().hex[:6]}-"
     run = RunKey("acme", f"{prefix}run-7")
     requests = [
@@ -107,8 +108,8 @@ async def test_a_batch_s_write_is_planned_once_per_connection(pool, endpoints):
     conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
     try:
         await conn.execute("BEGIN")
-        # At the packaged random_page_cost (4), a server's own: shown its arrays, PostgreSQL
-        # planned this statement on every execution there (tests/integration/test_local_postgres.py).
+        # At the packaged random_page_cost (4), as a server of one's own may run: there, shown
+        # their arrays, PostgreSQL kept planning these afresh (bench/README.md, "Keys, not scans").
         await conn.execute("SET LOCAL random_page_cost = 4")
         for n in range(8):  # batches of one and of two debits, as a consumer's are
             run = RunKey("acme", f"run-{tag}-{n}")

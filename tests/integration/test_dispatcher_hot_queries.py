@@ -22,7 +22,7 @@ from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import due_calls, unique_suffix
 from tests.support.plans import (GENERIC, Explaining, nodes, overestimated_scans, plans_made,
-                                 whole_table_reads)
+                                 unprepared, whole_table_reads)
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -146,9 +146,7 @@ async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
     keys are hidden from the planner (``shared.db.plans``), which otherwise planned the
     statement afresh each time, for five times what running it cost."""
     prefix = f"planned-{uuid.uuid4().hex[:6]}-"
-    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
-    try:
-        await conn.execute("BEGIN")
+    async with unprepared(endpoints.database_url) as conn:
         runs = [RunKey("acme", f"{prefix}{n}") for n in range(8)]
         now = await conn.fetchval("SELECT now()")
         await repo.insert_calls(conn, [], [repo.NewRun(run, "agent-7", now, 10) for run in runs])
@@ -158,8 +156,6 @@ async def test_a_batch_s_reads_are_planned_once_per_connection(endpoints):
             assert list(read.runs) == runs[n:n + 1 + n % 2]
         plans = await plans_made(conn, "SELECT ARRAY(SELECT ROW(r.tenant_id, r.run_id%",
                                  "%dispatcher.attempts%")
-    finally:
-        await conn.close()  # its transaction rolled back
 
     assert plans == (5, 3)
 
@@ -168,9 +164,7 @@ async def test_a_batch_s_locks_and_receipts_are_planned_once_per_connection(endp
     """The statement that sets a consumer's step guard and locks the calls its records made due,
     and the one that answers a stretch of receipts, run in every such step; like the batch
     reads, each keeps its generic plan, on a ledger with history."""
-    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
-    try:
-        await conn.execute("BEGIN")
+    async with unprepared(endpoints.database_url) as conn:
         # At the packaged random_page_cost (4), as a server of one's own may run: there, shown
         # their arrays, PostgreSQL kept planning these afresh (bench/README.md, "Keys, not scans").
         await conn.execute("SET LOCAL random_page_cost = 4")
@@ -184,8 +178,6 @@ async def test_a_batch_s_locks_and_receipts_are_planned_once_per_connection(endp
                 for m in range(1 + n % 2)]) == ({}, set())
         plans = [await plans_made(conn, "SELECT guard.now AS guard_now, waiting.*%"),
                  await plans_made(conn, "WITH locked AS MATERIALIZED%")]
-    finally:
-        await conn.close()  # its transaction rolled back
 
     assert plans == [(5, 3)] * 2
 

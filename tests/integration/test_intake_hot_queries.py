@@ -19,7 +19,8 @@ from services.proposal_intake.settings import IntakeSettings
 from shared.db.schemas import migrate_service
 from shared.runs import RunKey
 from tests.support.dispatch import debit_intent
-from tests.support.plans import Explaining, overestimated_scans, plans_made, whole_table_reads
+from tests.support.plans import (Explaining, overestimated_scans, plans_made, unprepared,
+                                 whole_table_reads)
 from tests.support.transactions import rolled_back
 
 pytestmark = pytest.mark.infra
@@ -99,9 +100,7 @@ async def test_a_batch_s_runs_and_keys_are_read_with_a_plan_made_once(endpoints)
     which otherwise planned the statement afresh each time, for more than running it cost."""
     prefix = f"planned-{uuid.uuid4().hex[:6]}-"
     runs = [RunKey("acme", f"{prefix}{n}") for n in range(8)]
-    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
-    try:
-        await conn.execute("BEGIN")
+    async with unprepared(endpoints.database_url) as conn:
         await repo.create_runs(conn, [new_run(run) for run in runs])
         for n in range(8):  # batches of one and of two runs, as a consumer's are
             batch = runs[n:n + 1 + n % 2]
@@ -110,7 +109,5 @@ async def test_a_batch_s_runs_and_keys_are_read_with_a_plan_made_once(endpoints)
             assert [row["run_id"] for row in found] == [run.run_id for run in batch]
         plans = await plans_made(conn, "SELECT ARRAY(SELECT ROW(r.%",
                                  f"%FROM {repo.SCHEMA}.expired_keys%")
-    finally:
-        await conn.close()  # its transaction rolled back
 
     assert plans == (5, 3)

@@ -13,7 +13,8 @@ import asyncpg
 import pytest
 
 from services.relay import claims
-from tests.support.plans import Explaining, overestimated_scans, plans_made, whole_table_reads
+from tests.support.plans import (Explaining, overestimated_scans, plans_made, unprepared,
+                                 whole_table_reads)
 from tests.support.probe import Probe
 
 pytestmark = pytest.mark.infra
@@ -74,17 +75,13 @@ async def test_marking_a_batch_published_is_planned_once_per_connection(pool, en
             " envelope) SELECT gen_random_uuid(), 't.topic', 'key-' || g, '{}', '{}'"
             " FROM generate_series(1, 5000) AS g")
         await pool.execute(f'ANALYZE "{probe.schema}".outbox')
-        conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
-        try:
-            await conn.execute("BEGIN")
+        async with unprepared(endpoints.database_url) as conn:
             positions = [row["position"] for row in await conn.fetch(
                 f'SELECT position FROM "{probe.schema}".outbox ORDER BY position')]
             marked = [len(await claims.mark_published(conn, probe.schema, positions[:1 + n % 2]
                                                       + positions[n + 4:n + 5]))
                       for n in range(8)]
             plans = await plans_made(conn, f'UPDATE "{probe.schema}".outbox SET status%')
-        finally:
-            await conn.close()  # its transaction rolled back
     finally:
         await pool.execute(f'DROP SCHEMA "{probe.schema}" CASCADE')
 

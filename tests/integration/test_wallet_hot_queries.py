@@ -23,7 +23,8 @@ from shared.downstream.capability_check import CapabilityCheck
 from shared.identity import capability_keys
 from shared.runs import RunKey
 from tests.support.downstream_history import settled_keys_and_fences
-from tests.support.plans import Explaining, overestimated_scans, plans_made, whole_table_reads
+from tests.support.plans import (Explaining, overestimated_scans, plans_made, unprepared,
+                                 whole_table_reads)
 from tests.support.transactions import rolled_back
 from tests.support.capabilities import effect_request
 from tests.support.wallet import debit, new_wallet
@@ -105,9 +106,7 @@ async def test_a_batch_s_write_is_planned_once_per_connection(pool, endpoints):
     plan after five custom ones, and every debit is still written."""
     wallet, tag = await new_wallet(pool), uuid.uuid4().hex[:8]
     check = CapabilityCheck(capability_keys.public_keys(Settings()))
-    conn = await asyncpg.connect(endpoints.database_url)  # its own: no statement prepared yet
-    try:
-        await conn.execute("BEGIN")
+    async with unprepared(endpoints.database_url) as conn:
         # At the packaged random_page_cost (4), as a server of one's own may run: there, shown
         # their arrays, PostgreSQL kept planning these afresh (bench/README.md, "Keys, not scans").
         await conn.execute("SET LOCAL random_page_cost = 4")
@@ -124,8 +123,6 @@ async def test_a_batch_s_write_is_planned_once_per_connection(pool, endpoints):
         plans = [await plans_made(conn, like) for like in (
             'INSERT INTO "wallet".fences%', "WITH claimed AS (INSERT INTO%",
             "WITH w AS (UPDATE wallet.wallets%")]
-    finally:
-        await conn.close()  # its transaction rolled back
 
     assert written == 12
     assert plans == [(5, 3)] * 3

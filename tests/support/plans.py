@@ -5,7 +5,8 @@ expect a share of a table where a handful of rows is meant."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -111,6 +112,19 @@ def overestimated_scans(plans: Iterable[tuple[str, str, dict[str, Any]]], tables
     return [f"expects {node['Plan Rows']} rows of {node['Relation Name']}: {sql[:100]}"
             for mode, sql, plan in plans if mode == CUSTOM for node in _unbounded_scans(plan)
             if node["Relation Name"] in tables and node["Plan Rows"] > most]
+
+
+@asynccontextmanager
+async def unprepared(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of its own, with no statement prepared yet (a pool's may have planned them
+    already), inside a transaction that is rolled back as it closes: where ``plans_made``
+    counts the plans a statement makes from its first execution on."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("BEGIN")
+        yield conn
+    finally:
+        await conn.close()
 
 
 async def plans_made(conn: asyncpg.Connection, *like: str) -> tuple[int, int]:
